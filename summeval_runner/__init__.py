@@ -1,0 +1,83 @@
+"""summeval_runner: judge summaries with an LLM, and run that judgment as batch evaluations.
+
+The public API is exactly ``__all__``; every other module is private (its name starts with ``_``)
+and may change without notice.
+"""
+
+from summeval_runner._errors import (
+    ConfigError,
+    InputError,
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeError,
+    JudgeOutputError,
+    MissingAPIKeyError,
+    SummevalError,
+)
+from summeval_runner._judges._fake import FakeJudge
+from summeval_runner._judges._offline import OfflineJudge
+from summeval_runner._judges._openai import OpenAIJudge, OpenAIJudgeConfig
+from summeval_runner._judges._protocol import (
+    AnalyzeInput,
+    AnalyzeStepResult,
+    ClaimVerdict,
+    Judge,
+    JudgeReply,
+    JudgeRequest,
+    PreprocessInput,
+    PreprocessStepResult,
+    PromptMessage,
+    QuestionVerdict,
+    ReasonInput,
+    ReasonStepResult,
+    TokenUsage,
+)
+from summeval_runner._messages import ToolResult, extract_tool_results
+from summeval_runner._scorers._prompts import PROMPT_VERSION
+from summeval_runner._scorers._result import ErrorInfo, StepUsage, SummarizationResult, Usage
+from summeval_runner._scorers._summarization import (
+    SummarizationMetricOptions,
+    SummarizationScorer,
+    create_summarization_scorer,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PROMPT_VERSION",
+    "AnalyzeInput",
+    "AnalyzeStepResult",
+    "ClaimVerdict",
+    "ConfigError",
+    "ErrorInfo",
+    "FakeJudge",
+    "InputError",
+    "Judge",
+    "JudgeAPIError",
+    "JudgeAuthError",
+    "JudgeError",
+    "JudgeOutputError",
+    "JudgeReply",
+    "JudgeRequest",
+    "MissingAPIKeyError",
+    "OfflineJudge",
+    "OpenAIJudge",
+    "OpenAIJudgeConfig",
+    "PreprocessInput",
+    "PreprocessStepResult",
+    "PromptMessage",
+    "QuestionVerdict",
+    "ReasonInput",
+    "ReasonStepResult",
+    "StepUsage",
+    "SummarizationMetricOptions",
+    "SummarizationResult",
+    "SummarizationScorer",
+    "SummevalError",
+    "TokenUsage",
+    "ToolResult",
+    "Usage",
+    "__version__",
+    "create_summarization_scorer",
+    "extract_tool_results",
+]

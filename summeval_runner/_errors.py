@@ -1,0 +1,76 @@
+"""The exceptions summeval_runner raises, in one tree.
+
+    SummevalError                 base of everything raised on purpose
+    ├── ConfigError               an option or setting breaks a rule (also a ValueError)
+    │   └── MissingAPIKeyError    the judge's key variable is unset; raised before any call
+    ├── InputError                an input or output payload has a shape that cannot be read
+    └── JudgeError                a judge could not give a usable verdict
+        ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
+        │   └── JudgeAuthError    401/403 or an exhausted quota: every later call would fail too
+        └── JudgeOutputError      the reply did not match the step's schema after every re-ask
+
+Errors from the ``openai`` SDK are translated into this tree at the provider's edge, so callers
+never need to import the SDK to handle a failure. Every message states the rule and the value
+received (``max_questions must be >= 1, got 0``).
+
+A scorer turns a ``JudgeAPIError`` or ``JudgeOutputError`` into a result whose status is
+``"error"`` (a failure is data, never a score of 0); a ``JudgeAuthError`` propagates, since no
+other evaluation can succeed either.
+"""
+
+from __future__ import annotations
+
+
+class SummevalError(Exception):
+    """Base class of every exception summeval_runner raises on purpose."""
+
+
+class ConfigError(SummevalError, ValueError):
+    """An option or setting breaks a rule; raised when the object is built, before any call."""
+
+
+class MissingAPIKeyError(ConfigError):
+    """The environment variable that should hold the judge's API key is unset or blank."""
+
+    def __init__(self, variable: str) -> None:
+        self.variable = variable
+        super().__init__(
+            f"the judge needs an API key in the environment variable {variable}, "
+            "but it is unset or blank; export it, or set api_key_env to the variable that holds it"
+        )
+
+
+class InputError(SummevalError, ValueError):
+    """An input or output payload has a shape that cannot be read as messages."""
+
+
+class JudgeError(SummevalError):
+    """A judge could not give a usable verdict."""
+
+
+class JudgeAPIError(JudgeError):
+    """The judge provider's request failed.
+
+    ``status_code`` is the HTTP status, or ``None`` for a connection error or a timeout.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class JudgeAuthError(JudgeAPIError):
+    """The provider refused the credentials or the quota is exhausted: no call can succeed."""
+
+
+class JudgeOutputError(JudgeError):
+    """The judge's reply did not match the step's schema, after every allowed re-ask.
+
+    ``raw_reply`` keeps the last reply, truncated, for diagnosis.
+    """
+
+    def __init__(self, message: str, *, step: str, raw_reply: str | None, attempts: int) -> None:
+        self.step = step
+        self.raw_reply = raw_reply
+        self.attempts = attempts
+        super().__init__(message)

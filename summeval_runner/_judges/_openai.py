@@ -1,0 +1,184 @@
+"""The OpenAI provider: any server that speaks the Chat Completions API, through ``AsyncOpenAI``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from typing import Any, Literal
+
+import openai
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from summeval_runner._errors import (
+    ConfigError,
+    JudgeAPIError,
+    JudgeAuthError,
+    MissingAPIKeyError,
+)
+from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsage
+
+# Sent when api_key_env is None: local servers (vLLM, Ollama, llama.cpp) want no key, but the SDK
+# requires one.
+_NO_KEY = "no-key"
+
+
+class OpenAIJudgeConfig(BaseModel):
+    """Settings of an OpenAI-compatible judge.
+
+    ``base_url`` falls back to ``OPENAI_BASE_URL``, then to OpenAI's API, as the SDK does.
+    ``api_key_env`` names the variable that holds the key (``None``: the server needs no key).
+    ``response_format="json_object"`` serves servers without ``json_schema`` support: the schema
+    then travels in the prompt only, and replies are still validated against it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    response_format: Literal["json_schema", "json_object"] = "json_schema"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = 42
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+
+
+class OpenAIJudge:
+    """A judge backed by an OpenAI-compatible Chat Completions endpoint.
+
+    The key is read from the environment when the judge is built, so a missing key fails before
+    any call. One ``AsyncOpenAI`` client serves every call made from an event loop (an HTTP
+    connection pool belongs to the loop it was opened in, so each loop gets its own).
+    """
+
+    def __init__(self, config: OpenAIJudgeConfig) -> None:
+        self.config = config
+        self.name = f"openai/{config.name}"
+        if config.api_key_env is None:
+            self._api_key = _NO_KEY
+        else:
+            key = os.environ.get(config.api_key_env, "")
+            if not key.strip():
+                raise MissingAPIKeyError(config.api_key_env)
+            self._api_key = key
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
+        self._clients = weakref.WeakKeyDictionary()
+
+    def __repr__(self) -> str:
+        # The key is deliberately absent: reprs end up in logs.
+        return f"OpenAIJudge({self.config!r})"
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.config.base_url,
+                timeout=self.config.timeout_s,
+                max_retries=self.config.max_retries,
+            )
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop, if one was opened."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    def _response_format(self, request: JudgeRequest) -> dict[str, Any]:
+        if self.config.response_format == "json_object":
+            return {"type": "json_object"}
+        return {
+            "type": "json_schema",
+            "json_schema": {
+                "name": request.schema_name,
+                "schema": dict(request.json_schema),
+                "strict": True,
+            },
+        }
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        client = self._client()
+        params: dict[str, Any] = {
+            "model": self.config.name,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": self.config.temperature,
+            "response_format": self._response_format(request),
+        }
+        if self.config.seed is not None:
+            params["seed"] = self.config.seed
+        try:
+            completion = await client.chat.completions.create(**params)
+        except openai.APIError as error:
+            raise _translate(error, str(client.base_url)) from error
+        if not completion.choices:
+            return JudgeReply(content="", usage=_usage(completion.usage))
+        message = completion.choices[0].message
+        # A refusal is not JSON; validation then re-asks and finally keeps it as the raw reply.
+        content = message.content or getattr(message, "refusal", None) or ""
+        return JudgeReply(content=content, usage=_usage(completion.usage))
+
+
+def _usage(usage: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    return TokenUsage(
+        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+    )
+
+
+def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError:
+    """Map an SDK error onto this package's exception tree, keeping the status code."""
+    if isinstance(error, openai.APITimeoutError):
+        return JudgeAPIError(f"the judge at {base_url} did not answer in time: {error}")
+    if isinstance(error, openai.APIConnectionError):
+        return JudgeAPIError(f"could not connect to the judge at {base_url}: {error}")
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
+            return JudgeAuthError(
+                f"the judge at {base_url} refused the credentials (HTTP {status}): {error.message}",
+                status_code=status,
+            )
+        if status == 429 and error.code == "insufficient_quota":
+            return JudgeAuthError(
+                f"the judge's quota is exhausted (HTTP 429 insufficient_quota): {error.message}",
+                status_code=status,
+            )
+        return JudgeAPIError(
+            f"the judge at {base_url} answered HTTP {status}: {error.message}", status_code=status
+        )
+    return JudgeAPIError(f"the judge at {base_url} failed: {error}")
+
+
+def openai_config_from(settings: dict[str, Any]) -> OpenAIJudgeConfig:
+    """Build the config from a mapping, naming the offending key when it is invalid.
+
+    A key passed in the settings is refused without echoing it: keys come from the environment.
+    """
+    if "api_key" in settings:
+        raise ConfigError(
+            "an openai judge takes no 'api_key' setting: put the key in an environment variable "
+            "and name it with api_key_env (default OPENAI_API_KEY)"
+        )
+    try:
+        return OpenAIJudgeConfig.model_validate(settings)
+    except ValidationError as error:
+        raise ConfigError(f"invalid openai judge settings: {_describe(error)}") from None
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        where = ".".join(map(str, item["loc"])) or "settings"
+        if item["type"] == "extra_forbidden":
+            # The value of an unknown setting is not echoed: it could be a secret.
+            allowed = ", ".join(OpenAIJudgeConfig.model_fields)
+            problems.append(f"unknown setting {where!r} (expected one of: {allowed})")
+        else:
+            problems.append(f"{where} {item['msg'].lower()}, got {item.get('input')!r}")
+    return "; ".join(problems)

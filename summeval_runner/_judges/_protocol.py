@@ -1,0 +1,182 @@
+"""The judge protocol: one async method, and the values that cross it.
+
+A judge receives a ``JudgeRequest`` for one step and returns a ``JudgeReply`` whose content must
+validate against that step's schema. A request carries the step's rendered prompt (for model
+judges) and the step's typed payload (for judges that work on the fields, like the offline
+judge). Each payload holds only what its step may see: ``AnalyzeInput`` has no source field, so
+no judge can answer coverage questions from the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+
+Step = Literal["preprocess", "analyze", "reason"]
+STEPS: tuple[Step, ...] = ("preprocess", "analyze", "reason")
+
+
+class _Value(BaseModel):
+    # Extra keys in a judge's JSON are ignored rather than re-asked: they cost nothing to drop.
+    # Scalars are strict so that "yes" is never read as True.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class ClaimVerdict(_Value):
+    """One atomic claim of the summary and whether the source supports it."""
+
+    claim: StrictStr
+    supported: StrictBool
+    reason: StrictStr
+
+
+class QuestionVerdict(_Value):
+    """One coverage question and whether the summary alone answers it."""
+
+    question: StrictStr
+    answered: StrictBool
+    reason: StrictStr
+
+
+class PreprocessStepResult(_Value):
+    """What the preprocess step returns: claims with verdicts, and coverage questions."""
+
+    alignment: tuple[ClaimVerdict, ...]
+    questions: tuple[StrictStr, ...]
+
+
+class AnalyzeStepResult(_Value):
+    """What the analyze step returns: one verdict per question, in the questions' order."""
+
+    coverage: tuple[QuestionVerdict, ...]
+
+
+class ReasonStepResult(_Value):
+    """What the reason step returns: an explanation for a person."""
+
+    reason: StrictStr
+
+
+STEP_OUTPUTS: Mapping[Step, type[_Value]] = {
+    "preprocess": PreprocessStepResult,
+    "analyze": AnalyzeStepResult,
+    "reason": ReasonStepResult,
+}
+
+
+@dataclass(frozen=True)
+class PreprocessInput:
+    """What the preprocess step sees: the summary, the source and the question budget."""
+
+    summary: str
+    source: str
+    max_questions: int
+
+
+@dataclass(frozen=True)
+class AnalyzeInput:
+    """What the analyze step sees: the summary and the questions. Never the source."""
+
+    summary: str
+    questions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReasonInput:
+    """What the reason step sees: the scores and the verdicts that set them. Never the source."""
+
+    score: float
+    scale: float
+    alignment_score: float
+    coverage_score: float
+    claim_count: int
+    question_count: int
+    unsupported_claims: tuple[ClaimVerdict, ...]
+    unanswered_questions: tuple[str, ...]
+
+
+StepInput = PreprocessInput | AnalyzeInput | ReasonInput
+
+
+@dataclass(frozen=True)
+class PromptMessage:
+    """One chat message of a rendered prompt."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One judge call: the step, its typed payload, its rendered prompt and its output schema.
+
+    ``attempt`` counts from 1; a re-ask after a malformed reply carries the previous reply and
+    the validation error at the end of ``messages``.
+    """
+
+    step: Step
+    payload: StepInput
+    messages: tuple[PromptMessage, ...]
+    schema_name: str
+    json_schema: Mapping[str, Any]
+    prompt_version: str
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens a judge call consumed, as the provider reported them (0 when it did not)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """A judge's answer: JSON text, or an already-parsed mapping, to validate against the step."""
+
+    content: str | Mapping[str, Any]
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Anything that answers judge requests. ``name`` is optional and shows in results."""
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one step. Raise ``JudgeAPIError`` when the request itself fails."""
+        ...
+
+
+def judge_name(judge: Judge) -> str:
+    """A judge's display name: its ``name`` attribute, else its class name."""
+    name = getattr(judge, "name", None)
+    return name if isinstance(name, str) and name else type(judge).__name__
+
+
+def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a step output in the form strict structured outputs require.
+
+    Every object closes (``additionalProperties: false``) and lists all its properties as
+    required; tuples become arrays of their item type.
+    """
+
+    def close(node: Any) -> Any:
+        if isinstance(node, dict):
+            node = {key: close(value) for key, value in node.items() if key != "title"}
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            if node.get("type") == "array" and "prefixItems" not in node:
+                node.pop("maxItems", None)
+                node.pop("minItems", None)
+            return node
+        if isinstance(node, list):
+            return [close(item) for item in node]
+        return node
+
+    schema: dict[str, Any] = close(model.model_json_schema())
+    return schema

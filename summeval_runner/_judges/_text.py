@@ -1,0 +1,146 @@
+"""Text analysis for the offline judge: sentences, content terms, numbers, names, negation.
+
+Unicode-aware throughout: words are runs of letters in any script, so accented names and
+non-Latin text tokenise; stemming (Snowball's English stemmer) only touches ASCII-letter words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import snowballstemmer
+
+# Numbers keep their separators and a trailing unit-like suffix ("1,200", "3.5", "45%", "10km");
+# words are letters in any script, with inner apostrophes ("don't", "o'neill").
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*(?:%|[^\W\d_]{1,3}\b)?|[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\s*\n+\s*|;\s+")
+_CLAUSE_BREAK = re.compile(r",\s+(?:and|but|while|whereas|although)\s+", re.IGNORECASE)
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st sen rep gov gen col lt sgt jr sr inc ltd co corp no vs etc u.s u.k"
+    " jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+NEGATIONS = frozenset(
+    "not no never none nobody nothing neither nor without cannot n't isn't wasn't aren't"
+    " weren't don't doesn't didn't won't wouldn't can't couldn't shouldn't hasn't haven't"
+    " hadn't".split()
+)
+STOP_WORDS = frozenset(
+    "a about above after again against all also am an and any are as at be because been"
+    " before being below between both but by can could did do does doing down during each few"
+    " for from further had has have having he her here hers herself him himself his how i if"
+    " in into is it its itself just me more most my myself of off on once only or other our"
+    " ours ourselves out over own same she should so some such than that the their theirs them"
+    " themselves then there these they this those through to too under until up very was we"
+    " were what when where which while who whom why will with would you your yours yourself"
+    " yourselves said says say told according may might must shall one s t".split()
+)
+_STEMMER = snowballstemmer.stemmer("english")
+_ASCII_WORD = re.compile(r"[a-z]+")
+
+
+@lru_cache(maxsize=65536)
+def term_key(word: str) -> str:
+    """The matching key of a lower-cased token: a stem for words, digits only for numbers."""
+    if word[0].isdigit():
+        return normalise_number(word)
+    if _ASCII_WORD.fullmatch(word):
+        return str(_STEMMER.stemWord(word))
+    return word
+
+
+def normalise_number(token: str) -> str:
+    """``"1,200"`` and ``"1200"`` are the same number; ``"3.50"`` and ``"3.5"`` too."""
+    match = re.match(r"[\d.,]+", token)
+    digits = match.group(0) if match else token
+    if re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", digits):
+        digits = digits.replace(",", "")
+    if "." in digits:
+        digits = digits.rstrip("0").rstrip(".")
+    return digits
+
+
+@dataclass(frozen=True)
+class Term:
+    """A content token: its surface form and its matching key."""
+
+    surface: str
+    key: str
+    is_number: bool
+    is_name: bool
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """A text reduced to what matching needs."""
+
+    text: str
+    terms: tuple[Term, ...]
+    keys: frozenset[str]
+    negated: bool
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences (and semicolon-separated clauses), with common abbreviations kept whole."""
+    pieces = [piece.strip() for piece in _SENTENCE_BREAK.split(text) if piece and piece.strip()]
+    sentences: list[str] = []
+    for piece in pieces:
+        if sentences:
+            last_word = sentences[-1].rsplit(None, 1)[-1].rstrip(".").lower()
+            if last_word in _ABBREVIATIONS or len(last_word) == 1:
+                sentences[-1] = f"{sentences[-1]} {piece}"
+                continue
+        sentences.append(piece)
+    return sentences
+
+
+def split_claims(text: str) -> list[str]:
+    """Sentences, with compound ones cut at ", and" / ", but" / ", while" into their facts."""
+    return [
+        clause.strip()
+        for sentence in split_sentences(text)
+        for clause in _CLAUSE_BREAK.split(sentence)
+        if clause.strip()
+    ]
+
+
+def analyse(text: str) -> Analysed:
+    """Content terms of ``text``: stop words dropped, numbers and capitalised names marked."""
+    terms: list[Term] = []
+    negated = False
+    at_sentence_start = True
+    for match in _TOKEN.finditer(text):
+        surface = match.group(0)
+        lower = surface.lower().replace("\u2019", "'")
+        start = match.start()
+        preceding = text[max(0, start - 2) : start]
+        sentence_start = at_sentence_start or bool(re.search(r"[.!?:\n]\s*$", preceding))
+        at_sentence_start = False
+        if lower in NEGATIONS or lower.endswith("n't"):
+            negated = True
+            continue
+        if lower in STOP_WORDS:
+            continue
+        is_number = surface[0].isdigit()
+        # A capitalised word inside a sentence is taken as a name; the first word is ambiguous.
+        is_name = not is_number and surface[0].isupper() and not sentence_start
+        terms.append(Term(surface, term_key(lower), is_number, is_name))
+    return Analysed(text, tuple(terms), frozenset(t.key for t in terms), negated)
+
+
+def quote(words: list[str], limit: int = 4) -> str:
+    """``'a', 'b' and 'c'`` for a reason, at most ``limit`` words."""
+    unique = list(dict.fromkeys(words))[:limit]
+    quoted = [f"'{word}'" for word in unique]
+    if len(quoted) <= 1:
+        return "".join(quoted)
+    return f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,127 @@
+"""The summarization scorer's result: an immutable value that round-trips through JSON."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from summeval_runner._judges._protocol import AnalyzeStepResult, PreprocessStepResult, Step
+
+Status = Literal["scored", "unscorable", "error"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepUsage(_Frozen):
+    """What one step cost: judge calls (re-asks included), tokens, and wall time in seconds."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+
+
+class Usage(_Frozen):
+    """Usage per step, and totals over the steps."""
+
+    preprocess: StepUsage = StepUsage()
+    analyze: StepUsage = StepUsage()
+    reason: StepUsage = StepUsage()
+
+    def step(self, step: Step) -> StepUsage:
+        usage: StepUsage = getattr(self, step)
+        return usage
+
+    @property
+    def calls(self) -> int:
+        return self.preprocess.calls + self.analyze.calls + self.reason.calls
+
+    @property
+    def input_tokens(self) -> int:
+        return self.preprocess.input_tokens + self.analyze.input_tokens + self.reason.input_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        return (
+            self.preprocess.output_tokens + self.analyze.output_tokens + self.reason.output_tokens
+        )
+
+
+class ErrorInfo(_Frozen):
+    """Why an evaluation failed: the error's type and message, the step, and the judge's reply."""
+
+    type: str
+    message: str
+    step: Step | None = None
+    attempts: int = 0
+    raw_reply: str | None = None
+
+
+def alignment_of(preprocess: PreprocessStepResult) -> float:
+    """Supported claims over all claims; 0 when there is no claim."""
+    claims = preprocess.alignment
+    return sum(v.supported for v in claims) / len(claims) if claims else 0.0
+
+
+def coverage_of(
+    preprocess: PreprocessStepResult, analyze: AnalyzeStepResult, max_questions: int
+) -> float:
+    """Answered over N = min(len(questions), max_questions), matching verdicts by position.
+
+    A missing verdict counts as unanswered and verdicts beyond N are ignored; 0 when N is 0.
+    """
+    asked = min(len(preprocess.questions), max_questions)
+    if asked == 0:
+        return 0.0
+    return sum(v.answered for v in analyze.coverage[:asked]) / asked
+
+
+def score_of(alignment: float, coverage: float, scale: float) -> float:
+    """The lower dimension times ``scale``, unrounded."""
+    return min(alignment, coverage) * scale
+
+
+class SummarizationResult(_Frozen):
+    """The outcome of one evaluation.
+
+    ``status`` is ``"scored"``, ``"unscorable"`` (a blank summary or source: score 0 by rule, no
+    judge call) or ``"error"`` (``score`` is ``None`` and ``error`` says why; never a 0 that could
+    be averaged in). ``alignment_score`` and ``coverage_score`` are derived from the verdicts.
+
+    >>> result = SummarizationResult(status="unscorable", score=0.0, reason="The summary is empty.",
+    ...                              max_questions=10, scale=1.0, judge="offline",
+    ...                              prompt_version="v")
+    >>> SummarizationResult.model_validate_json(result.model_dump_json()) == result
+    True
+    """
+
+    status: Status
+    score: float | None
+    reason: str
+    preprocess_step_result: PreprocessStepResult | None = None
+    analyze_step_result: AnalyzeStepResult | None = None
+    usage: Usage = Usage()
+    error: ErrorInfo | None = None
+    max_questions: int
+    scale: float
+    judge: str
+    prompt_version: str
+
+    @property
+    def alignment_score(self) -> float | None:
+        """Supported claims / claims, or ``None`` when the claims were not judged."""
+        if self.preprocess_step_result is None:
+            return None
+        return alignment_of(self.preprocess_step_result)
+
+    @property
+    def coverage_score(self) -> float | None:
+        """Answered questions / N, or ``None`` when the questions were not answered."""
+        if self.preprocess_step_result is None or self.analyze_step_result is None:
+            return None
+        return coverage_of(
+            self.preprocess_step_result, self.analyze_step_result, self.max_questions
+        )

@@ -1,0 +1,399 @@
+"""The summarization scorer (SPEC §1): alignment and coverage, three judge calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from summeval_runner._errors import (
+    ConfigError,
+    InputError,
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeOutputError,
+)
+from summeval_runner._judges._protocol import (
+    STEP_OUTPUTS,
+    AnalyzeInput,
+    AnalyzeStepResult,
+    Judge,
+    JudgeRequest,
+    PreprocessInput,
+    PreprocessStepResult,
+    PromptMessage,
+    ReasonInput,
+    ReasonStepResult,
+    Step,
+    StepInput,
+    judge_name,
+    strict_json_schema,
+)
+from summeval_runner._judges._resolve import resolve_judge
+from summeval_runner._messages import extract_source, extract_summary
+from summeval_runner._scorers._prompts import (
+    PROMPT_VERSION,
+    analyze_messages,
+    preprocess_messages,
+    reask_messages,
+    reason_messages,
+)
+from summeval_runner._scorers._result import (
+    ErrorInfo,
+    StepUsage,
+    SummarizationResult,
+    Usage,
+    alignment_of,
+    coverage_of,
+    score_of,
+)
+
+SourceExtractor = Callable[[Any, Any], str]
+_Output = TypeVar("_Output", bound=BaseModel)
+# Enough of a bad reply to see what went wrong, not enough to bloat a results table.
+_RAW_REPLY_LIMIT = 2000
+_SCHEMAS = {step: strict_json_schema(model) for step, model in STEP_OUTPUTS.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummarizationMetricOptions:
+    """Options of the summarization scorer; every rule is checked when the object is built.
+
+    ``source_extractor(input, output)`` takes precedence over ``source``, which takes precedence
+    over the first user message of the input. ``max_reasks`` bounds how often a malformed judge
+    reply is asked again, per step.
+    """
+
+    source: str | None = None
+    source_extractor: SourceExtractor | None = None
+    max_questions: int = 10
+    scale: float = 1.0
+    max_reasks: int = 2
+
+    def __post_init__(self) -> None:
+        _require_count("max_questions", self.max_questions, minimum=1)
+        _require_count("max_reasks", self.max_reasks, minimum=0)
+        scale: object = self.scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            raise ConfigError(f"scale must be a number > 0, got {scale!r} ({type(scale).__name__})")
+        if not math.isfinite(scale) or scale <= 0:
+            raise ConfigError(f"scale must be > 0 and finite, got {scale!r}")
+        if self.source is not None and not isinstance(self.source, str):
+            raise ConfigError(f"source must be a string, got {type(self.source).__name__}")
+        if self.source_extractor is not None and not callable(self.source_extractor):
+            raise ConfigError(
+                "source_extractor must be a callable (input, output) -> str, "
+                f"got {type(self.source_extractor).__name__}"
+            )
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> SummarizationMetricOptions:
+        """Build from a plain mapping with the same keys; an unknown key is an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(map(str, options)) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown option {unknown[0]!r}; expected one of: {', '.join(sorted(known))}"
+            )
+        return cls(**options)
+
+
+def _require_count(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"{name} must be an integer >= {minimum}, got {value!r} ({type(value).__name__})"
+        )
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+@dataclass
+class _Meter:
+    # Local to one run() call: the scorer itself holds no per-evaluation state.
+    usage: dict[Step, StepUsage] = field(default_factory=dict)
+
+    def add(self, step: Step, *, input_tokens: int, output_tokens: int, latency_s: float) -> None:
+        so_far = self.usage.get(step, StepUsage())
+        self.usage[step] = StepUsage(
+            calls=so_far.calls + 1,
+            input_tokens=so_far.input_tokens + input_tokens,
+            output_tokens=so_far.output_tokens + output_tokens,
+            latency_s=so_far.latency_s + latency_s,
+        )
+
+    def frozen(self) -> Usage:
+        return Usage(**self.usage)
+
+
+@dataclass(frozen=True)
+class SummarizationScorer:
+    """Scores a summary against its source: ``min(alignment, coverage) * scale``.
+
+    Stateless: one instance serves any number of concurrent evaluations. Build it with
+    ``create_summarization_scorer``.
+    """
+
+    judge: Judge
+    options: SummarizationMetricOptions
+
+    id: ClassVar[str] = "summarization-scorer"
+    name: ClassVar[str] = "Summarization"
+    description: ClassVar[str] = (
+        "Alignment (every claim of the summary is supported by the source) and coverage (closed "
+        "questions drawn from the source, answered from the summary alone); the score is the "
+        "lower of the two times the scale."
+    )
+
+    def source_of(self, input: Any, output: Any) -> str:
+        """The text the summary is judged against, by the precedence of SPEC §1.2."""
+        if self.options.source_extractor is not None:
+            source = self.options.source_extractor(input, output)
+            if not isinstance(source, str):
+                raise InputError(
+                    f"source_extractor must return a string, got {type(source).__name__}"
+                )
+            return source
+        if self.options.source is not None:
+            return self.options.source
+        return extract_source(input)
+
+    async def run(self, *, input: Any, output: Any) -> SummarizationResult:
+        """Score one evaluation. Judge failures become a result with status ``"error"``.
+
+        Raises ``InputError`` for a payload that cannot be read, and ``JudgeAuthError`` when the
+        judge refuses the credentials (no other evaluation could succeed either).
+        """
+        summary = extract_summary(output)
+        source = self.source_of(input, output)
+        empty = [
+            name for name, text in (("summary", summary), ("source", source)) if not text.strip()
+        ]
+        if empty:
+            return self._result(
+                status="unscorable",
+                score=0.0,
+                reason=f"The {' and the '.join(empty)} {'is' if len(empty) == 1 else 'are'} "
+                "empty, so there is nothing to judge; the score is 0 by rule.",
+                usage=Usage(),
+            )
+        meter = _Meter()
+        preprocess: PreprocessStepResult | None = None
+        analyze: AnalyzeStepResult | None = None
+        try:
+            preprocess = await self._ask(
+                PreprocessInput(summary, source, self.options.max_questions),
+                PreprocessStepResult,
+                meter,
+            )
+            asked = preprocess.questions[: self.options.max_questions]
+            analyze = await self._ask(AnalyzeInput(summary, asked), AnalyzeStepResult, meter)
+            alignment = alignment_of(preprocess)
+            coverage = coverage_of(preprocess, analyze, self.options.max_questions)
+            score = score_of(alignment, coverage, self.options.scale)
+            unanswered = tuple(
+                question
+                for position, question in enumerate(asked)
+                if position >= len(analyze.coverage) or not analyze.coverage[position].answered
+            )
+            explanation = await self._ask(
+                ReasonInput(
+                    score=score,
+                    scale=self.options.scale,
+                    alignment_score=alignment,
+                    coverage_score=coverage,
+                    claim_count=len(preprocess.alignment),
+                    question_count=len(asked),
+                    unsupported_claims=tuple(v for v in preprocess.alignment if not v.supported),
+                    unanswered_questions=unanswered,
+                ),
+                ReasonStepResult,
+                meter,
+            )
+        except JudgeAuthError:
+            raise
+        except (JudgeAPIError, JudgeOutputError) as error:
+            step = _failed_step(preprocess, analyze)
+            return self._result(
+                status="error",
+                score=None,
+                reason=f"The {step} step failed: {error}",
+                usage=meter.frozen(),
+                preprocess=preprocess,
+                analyze=analyze,
+                error=ErrorInfo(
+                    type=type(error).__name__,
+                    message=str(error),
+                    step=step,
+                    attempts=meter.usage.get(step, StepUsage()).calls,
+                    raw_reply=error.raw_reply if isinstance(error, JudgeOutputError) else None,
+                ),
+            )
+        return self._result(
+            status="scored",
+            score=score,
+            reason=explanation.reason,
+            usage=meter.frozen(),
+            preprocess=preprocess,
+            analyze=analyze,
+        )
+
+    def run_sync(self, *, input: Any, output: Any) -> SummarizationResult:
+        """``run`` for synchronous callers; not for use inside a running event loop.
+
+        Each call runs its own event loop, so a judge's HTTP client is closed at the end of it;
+        batches belong in ``await run(...)`` under one loop, where the client is reused.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run_and_close(input, output))
+        raise RuntimeError(
+            "run_sync() was called from a running event loop; use await scorer.run(...)"
+        )
+
+    async def _run_and_close(self, input: Any, output: Any) -> SummarizationResult:
+        try:
+            return await self.run(input=input, output=output)
+        finally:
+            close = getattr(self.judge, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _ask(self, payload: StepInput, output_type: type[_Output], meter: _Meter) -> _Output:
+        """One step: call the judge, validate the reply, re-ask a bounded number of times."""
+        step, messages = _render(payload)
+        request = JudgeRequest(
+            step=step,
+            payload=payload,
+            messages=messages,
+            schema_name=f"summarization_{step}",
+            json_schema=_SCHEMAS[step],
+            prompt_version=PROMPT_VERSION,
+        )
+        attempts = self.options.max_reasks + 1
+        for attempt in range(1, attempts + 1):
+            started = time.perf_counter()
+            try:
+                reply = await self.judge.complete(request)
+            except Exception:
+                # A failed call still counts as an attempt, and its wait as latency.
+                meter.add(
+                    step, input_tokens=0, output_tokens=0, latency_s=time.perf_counter() - started
+                )
+                raise
+            meter.add(
+                step,
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+                latency_s=time.perf_counter() - started,
+            )
+            raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+            try:
+                if isinstance(reply.content, str):
+                    return output_type.model_validate_json(reply.content)
+                return output_type.model_validate(reply.content)
+            except ValidationError as invalid:
+                problem = _describe(invalid)
+            if attempt < attempts:
+                request = replace(
+                    request,
+                    messages=reask_messages(request.messages, raw, problem),
+                    attempt=attempt + 1,
+                )
+        raise JudgeOutputError(
+            f"the judge's {step} reply did not match the step's schema after {attempts} "
+            f"attempt{'s' if attempts > 1 else ''}: {problem}",
+            step=step,
+            raw_reply=raw[:_RAW_REPLY_LIMIT],
+            attempts=attempts,
+        )
+
+    def _result(
+        self,
+        *,
+        status: str,
+        score: float | None,
+        reason: str,
+        usage: Usage,
+        preprocess: PreprocessStepResult | None = None,
+        analyze: AnalyzeStepResult | None = None,
+        error: ErrorInfo | None = None,
+    ) -> SummarizationResult:
+        return SummarizationResult.model_validate(
+            {
+                "status": status,
+                "score": score,
+                "reason": reason,
+                "preprocess_step_result": preprocess,
+                "analyze_step_result": analyze,
+                "usage": usage,
+                "error": error,
+                "max_questions": self.options.max_questions,
+                "scale": float(self.options.scale),
+                "judge": judge_name(self.judge),
+                "prompt_version": PROMPT_VERSION,
+            }
+        )
+
+
+def _render(payload: StepInput) -> tuple[Step, tuple[PromptMessage, ...]]:
+    if isinstance(payload, PreprocessInput):
+        return "preprocess", preprocess_messages(payload)
+    if isinstance(payload, AnalyzeInput):
+        return "analyze", analyze_messages(payload)
+    return "reason", reason_messages(payload)
+
+
+def _failed_step(
+    preprocess: PreprocessStepResult | None, analyze: AnalyzeStepResult | None
+) -> Step:
+    if preprocess is None:
+        return "preprocess"
+    return "analyze" if analyze is None else "reason"
+
+
+def _describe(error: ValidationError) -> str:
+    """A validation error in one line: where, and what was wrong."""
+    problems = []
+    for item in error.errors()[:5]:
+        where = ".".join(map(str, item["loc"])) or "the reply"
+        problems.append(f"{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def create_summarization_scorer(
+    model: str | Mapping[str, Any] | Judge,
+    options: SummarizationMetricOptions | Mapping[str, Any] | None = None,
+) -> SummarizationScorer:
+    """Build the summarization scorer; invalid options or judge settings fail here.
+
+    ``model`` is ``"offline"``, ``"openai/<name>"``, a mapping with ``provider`` and its settings,
+    or any object with an async ``complete(request)`` method.
+
+    >>> scorer = create_summarization_scorer("offline", {"max_questions": 5})
+    >>> source = "The bridge opened on Monday. It cost 40 million dollars. Traffic fell by half."
+    >>> scorer.run_sync(input=source, output=source).score
+    1.0
+    >>> create_summarization_scorer("offline", {"max_questions": 0})
+    Traceback (most recent call last):
+    ...
+    summeval_runner._errors.ConfigError: max_questions must be >= 1, got 0
+    """
+    if options is None:
+        resolved = SummarizationMetricOptions()
+    elif isinstance(options, SummarizationMetricOptions):
+        resolved = options
+    elif isinstance(options, Mapping):
+        resolved = SummarizationMetricOptions.from_mapping(options)
+    else:
+        raise ConfigError(
+            "options must be SummarizationMetricOptions, a mapping or None, "
+            f"got {type(options).__name__}"
+        )
+    return SummarizationScorer(judge=resolve_judge(model), options=resolved)
