@@ -169,7 +169,8 @@ def _read_message(raw: Any, where: str, default_role: str) -> Message:
                 f"{where}: 'tool_calls' must be a list, got {type(raw_calls).__name__}"
             )
         parts.tool_calls.extend(_tool_call(call) for call in raw_calls if isinstance(call, Mapping))
-    if role == "tool":
+    if role == "tool" and not parts.tool_results:
+        # OpenAI's shape: the message itself is the result of the call it names.
         parts.tool_results.append(
             ToolResult(
                 tool_name=_first(raw, "tool_name", "toolName", "name"),

@@ -36,6 +36,14 @@ STOP_WORDS = frozenset(
     " were what when where which while who whom why will with would you your yours yourself"
     " yourselves said says say told according may might must shall one s t".split()
 )
+# Number words are numbers: "three schools" must not support "five schools", and "3" is "three".
+NUMBER_WORDS = {
+    word: str(value)
+    for value, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+        " fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "dozen": "12"}
 _STEMMER = snowballstemmer.stemmer("english")
 _ASCII_WORD = re.compile(r"[a-z]+")
 
@@ -45,6 +53,8 @@ def term_key(word: str) -> str:
     """The matching key of a lower-cased token: a stem for words, digits only for numbers."""
     if word[0].isdigit():
         return normalise_number(word)
+    if word in NUMBER_WORDS:
+        return NUMBER_WORDS[word]
     if _ASCII_WORD.fullmatch(word):
         return str(_STEMMER.stemWord(word))
     return word
@@ -122,7 +132,7 @@ def analyse(text: str) -> Analysed:
             continue
         if lower in STOP_WORDS:
             continue
-        is_number = surface[0].isdigit()
+        is_number = surface[0].isdigit() or lower in NUMBER_WORDS
         # A capitalised word inside a sentence is taken as a name; the first word is ambiguous.
         is_name = not is_number and surface[0].isupper() and not sentence_start
         terms.append(Term(surface, term_key(lower), is_number, is_name))

@@ -1,0 +1,169 @@
+"""A Chat Completions server on 127.0.0.1 for tests: real HTTP, scripted replies and faults.
+
+By default it answers each step with a valid reply made from the request (it reads the step from
+the JSON schema's name, or from the system prompt in json_object mode). A test queues what the
+next requests get with ``script``: ``Reply(content)`` for a chosen message content (malformed
+JSON included) or ``Fault(status, ...)`` for an HTTP error.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str
+
+
+@dataclass(frozen=True)
+class Fault:
+    status: int
+    message: str = "injected fault"
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    client_port: int
+
+    @property
+    def step(self) -> str:
+        return step_of(self.body)
+
+    @property
+    def text(self) -> str:
+        """Every message's content, joined: what the judge was shown."""
+        return "\n".join(str(m.get("content", "")) for m in self.body.get("messages", []))
+
+
+def step_of(body: dict[str, Any]) -> str:
+    name = body.get("response_format", {}).get("json_schema", {}).get("name", "")
+    if name:
+        return str(name).removeprefix("summarization_")
+    system = str(body["messages"][0]["content"])
+    if "QUESTIONS" in system:
+        return "analyze"
+    return "preprocess" if "Task 1, claims" in system else "reason"
+
+
+def valid_content(body: dict[str, Any]) -> dict[str, Any]:
+    """A well-formed reply for the request's step."""
+    step = step_of(body)
+    if step == "preprocess":
+        return {
+            "alignment": [
+                {"claim": "The bridge opened.", "supported": True, "reason": "stated"},
+                {"claim": "It cost 9 dollars.", "supported": False, "reason": "no 9"},
+            ],
+            "questions": ["Did the bridge open?", "Did it cost 40 million?", "Did traffic fall?"],
+        }
+    if step == "analyze":
+        user = str(body["messages"][1]["content"])
+        questions = [
+            line.split(". ", 1)[1] for line in user.split("QUESTIONS:\n", 1)[1].splitlines()
+        ]
+        return {
+            "coverage": [
+                {"question": q, "answered": index == 0, "reason": "checked"}
+                for index, q in enumerate(questions)
+            ]
+        }
+    return {"reason": "Alignment set the score."}
+
+
+class ChatServer:
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self._script: deque[Reply | Fault] = deque()
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def script(self, *entries: Reply | Fault) -> None:
+        with self._lock:
+            self._script.extend(entries)
+
+    def start(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _next(
+        self, body: dict[str, Any], record: Recorded
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with self._lock:
+            self.requests.append(record)
+            entry = self._script.popleft() if self._script else None
+        if isinstance(entry, Fault):
+            error = {"message": entry.message, "type": "test", "code": entry.code}
+            return entry.status, {"error": error}, entry.headers
+        content = entry.content if isinstance(entry, Reply) else json.dumps(valid_content(body))
+        completion = {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "test-model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(json.dumps(body["messages"])) // 4,
+                "completion_tokens": len(content) // 4,
+                "total_tokens": 0,
+            },
+        }
+        return 200, completion, {}
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real providers
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                record = Recorded(
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                    client_port=self.client_address[1],
+                )
+                status, payload, headers = server._next(body, record)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler

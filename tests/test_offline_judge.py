@@ -1,0 +1,196 @@
+"""The offline judge's properties (issue 2, §1.6): what a user meeting it first would check."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+
+import pytest
+
+from summeval_runner import (
+    AnalyzeInput,
+    JudgeReply,
+    JudgeRequest,
+    OfflineJudge,
+    SummarizationResult,
+    create_summarization_scorer,
+)
+
+COUNCIL = (
+    "The city council approved a new budget of 1,200 million euros on Tuesday. "
+    "Mayor Anna Lindqvist said the money will fund three new schools in the northern districts. "
+    "Public transport fares will not rise next year, according to the plan. "
+    "The opposition criticised the budget for cutting library hours by a third. "
+    "Construction of the schools is expected to begin in March and finish by 2028. "
+    "Local businesses welcomed a reduction in property taxes for small shops."
+)
+GLACIER = (
+    "Scientists measured the Rhône glacier every summer since 1990.\n"
+    "The ice lost about 40 metres of thickness over that period.\n"
+    "Dr. Ueli Müller warned that the glacier could vanish before 2100 if warming continues."
+)
+SHORT = "Prices rose. Shops closed."
+
+
+def score(source: str, summary: str, **options: object) -> SummarizationResult:
+    return create_summarization_scorer("offline", options).run_sync(input=source, output=summary)
+
+
+def unsupported(result: SummarizationResult) -> dict[str, str]:
+    assert result.preprocess_step_result is not None
+    return {v.claim: v.reason for v in result.preprocess_step_result.alignment if not v.supported}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [COUNCIL, GLACIER, SHORT, COUNCIL.lower()],
+    ids=["news", "unicode", "short", "lowercase"],
+)
+@pytest.mark.parametrize("scale", [1, 10])
+def test_a_verbatim_copy_scores_scale(source: str, scale: int) -> None:
+    result = score(source, source, scale=scale)
+
+    assert result.status == "scored"
+    assert result.score == scale
+
+
+def test_an_unrelated_summary_scores_near_zero() -> None:
+    result = score(
+        COUNCIL,
+        "Penguins huddle together to survive the Antarctic winter, taking turns at the cold edge.",
+    )
+
+    assert result.score is not None
+    assert result.score <= 0.1
+    assert result.alignment_score == 0.0
+
+
+def test_a_summary_that_keeps_one_fact_of_many_scores_low_on_coverage() -> None:
+    result = score(COUNCIL, "The city council approved a new budget on Tuesday.")
+
+    assert result.alignment_score == 1.0
+    assert result.coverage_score is not None
+    assert result.coverage_score <= 0.2
+    assert result.score == result.coverage_score
+
+
+def test_an_invented_number_is_unsupported_and_named() -> None:
+    result = score(
+        COUNCIL, "The city council approved a new budget of 1,500 million euros on Tuesday."
+    )
+
+    (reason,) = unsupported(result).values()
+    assert "1,500" in reason
+
+
+def test_numbers_match_across_separators() -> None:
+    result = score(COUNCIL, "The council approved a budget of 1200 million euros.")
+
+    assert unsupported(result) == {}
+
+
+def test_number_words_are_numbers() -> None:
+    wrong = score(COUNCIL, "Mayor Anna Lindqvist said the money will fund five new schools.")
+    digits = score(COUNCIL, "Mayor Anna Lindqvist said the money will fund 3 new schools.")
+
+    assert "'five'" in next(iter(unsupported(wrong).values()))
+    assert unsupported(digits) == {}
+
+
+def test_an_invented_name_is_unsupported_and_named() -> None:
+    result = score(
+        COUNCIL,
+        "The budget was presented on Tuesday. "
+        "Mayor Boris Petrov said the money will fund three new schools.",
+    )
+
+    assert list(unsupported(result)) == [
+        "Mayor Boris Petrov said the money will fund three new schools."
+    ]
+    assert "Boris" in next(iter(unsupported(result).values()))
+
+
+def test_a_flipped_negation_is_unsupported() -> None:
+    result = score(COUNCIL, "Public transport fares will rise next year.")
+
+    (reason,) = unsupported(result).values()
+    assert "opposite" in reason
+    assert "will not rise" in reason
+
+
+def test_a_paraphrase_that_keeps_the_facts_is_supported() -> None:
+    result = score(
+        GLACIER,
+        "Since 1990, scientists have measured the glacier each summer; "
+        "it lost about 40 metres of ice thickness.",
+    )
+
+    assert unsupported(result) == {}
+
+
+def test_compound_sentences_are_judged_fact_by_fact() -> None:
+    result = score(COUNCIL, "Transport fares will not rise, but library hours are cut by 2030.")
+
+    assert list(unsupported(result)) == ["library hours are cut by 2030."]
+
+
+def test_questions_are_closed_readable_and_bounded() -> None:
+    result = score(COUNCIL, "The council approved a budget.", max_questions=3)
+
+    assert result.preprocess_step_result is not None
+    asked = result.preprocess_step_result.questions
+    assert len(asked) == 3
+    assert all(q.startswith("Does the text say that ") and q.endswith("?") for q in asked)
+    # The lead sentence of a news story is its most important fact.
+    assert "approved a new budget of 1,200 million euros" in asked[0]
+
+
+def test_verdict_reasons_name_the_deciding_words() -> None:
+    summary = "The city council approved a new budget of 1,200 million euros on Tuesday."
+    result = score(COUNCIL, summary)
+
+    assert result.analyze_step_result is not None
+    verdicts = result.analyze_step_result.coverage
+    answered = next(v.reason for v in verdicts if v.answered)
+    unanswered = next(v.reason for v in verdicts if not v.answered)
+    assert answered.startswith("the summary mentions")
+    assert unanswered.startswith("the summary does not mention")
+    assert all(word in summary for word in re.findall(r"'([^']+)'", answered))
+    assert all(word.lower() not in summary.lower() for word in re.findall(r"'([^']+)'", unanswered))
+    assert "coverage" in result.reason
+    assert f"{result.coverage_score:.2f}" in result.reason
+
+
+def test_it_is_deterministic() -> None:
+    first = score(COUNCIL, "The council approved a budget and fares will not rise.")
+    second = score(COUNCIL, "The council approved a budget and fares will not rise.")
+
+    assert first.model_dump(exclude={"usage"}) == second.model_dump(exclude={"usage"})
+
+
+def test_the_analyze_step_sees_only_the_questions_and_the_summary() -> None:
+    assert {f.name for f in dataclasses.fields(AnalyzeInput)} == {"summary", "questions"}
+    seen: list[object] = []
+
+    class Spy(OfflineJudge):
+        async def complete(self, request: JudgeRequest) -> JudgeReply:
+            seen.append(request.payload)
+            return await super().complete(request)
+
+    create_summarization_scorer(Spy()).run_sync(
+        input=COUNCIL, output="The council approved a budget."
+    )
+
+    analyze = seen[1]
+    assert isinstance(analyze, AnalyzeInput)
+    assert COUNCIL not in repr(analyze)
+
+
+def test_it_needs_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the offline judge opened a connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+    assert score(COUNCIL, COUNCIL).score == 1.0
