@@ -157,6 +157,13 @@ def test_api_key_env_names_the_variable_that_holds_the_key(
     assert chat_server.requests[0].headers["authorization"] == "Bearer sk-from-my-variable"
 
 
+def test_a_server_that_needs_no_key_needs_no_variable(chat_server: ChatServer) -> None:
+    scorer = create_summarization_scorer(judge_settings(chat_server, api_key_env=None))
+
+    assert scorer.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
+    assert len(chat_server.requests) == 3
+
+
 @pytest.mark.usefixtures("key")
 def test_openai_base_url_is_honoured_as_the_sdk_does(
     chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch

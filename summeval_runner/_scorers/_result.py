@@ -31,10 +31,6 @@ class Usage(_Frozen):
     analyze: StepUsage = StepUsage()
     reason: StepUsage = StepUsage()
 
-    def step(self, step: Step) -> StepUsage:
-        usage: StepUsage = getattr(self, step)
-        return usage
-
     @property
     def calls(self) -> int:
         return self.preprocess.calls + self.analyze.calls + self.reason.calls

@@ -46,6 +46,7 @@ from summeval_runner._scorers._prompts import (
 )
 from summeval_runner._scorers._result import (
     ErrorInfo,
+    Status,
     StepUsage,
     SummarizationResult,
     Usage,
@@ -317,7 +318,7 @@ class SummarizationScorer:
     def _result(
         self,
         *,
-        status: str,
+        status: Status,
         score: float | None,
         reason: str,
         usage: Usage,
@@ -325,20 +326,18 @@ class SummarizationScorer:
         analyze: AnalyzeStepResult | None = None,
         error: ErrorInfo | None = None,
     ) -> SummarizationResult:
-        return SummarizationResult.model_validate(
-            {
-                "status": status,
-                "score": score,
-                "reason": reason,
-                "preprocess_step_result": preprocess,
-                "analyze_step_result": analyze,
-                "usage": usage,
-                "error": error,
-                "max_questions": self.options.max_questions,
-                "scale": float(self.options.scale),
-                "judge": judge_name(self.judge),
-                "prompt_version": PROMPT_VERSION,
-            }
+        return SummarizationResult(
+            status=status,
+            score=score,
+            reason=reason,
+            preprocess_step_result=preprocess,
+            analyze_step_result=analyze,
+            usage=usage,
+            error=error,
+            max_questions=self.options.max_questions,
+            scale=float(self.options.scale),
+            judge=judge_name(self.judge),
+            prompt_version=PROMPT_VERSION,
         )
 
 
