@@ -119,6 +119,14 @@ def test_a_flipped_negation_is_unsupported() -> None:
     assert "will not rise" in reason
 
 
+def test_negation_is_read_in_its_own_clause() -> None:
+    source = "Two small fires damaged furniture; nobody was injured. The shop reopened on Monday."
+
+    assert unsupported(score(source, "Two small fires damaged furniture.")) == {}
+    assert unsupported(score(source, "Nobody was injured.")) == {}
+    assert list(unsupported(score(source, "Somebody was injured."))) == ["Somebody was injured."]
+
+
 def test_a_paraphrase_that_keeps_the_facts_is_supported() -> None:
     result = score(
         GLACIER,

@@ -93,13 +93,20 @@ def _judge_claim(
     recall = 1 - len({t.key for t in claim.terms if t.key not in evidence}) / len(claim.keys)
     if recall < _SUPPORT_RECALL:
         verdict["reason"] = f"the source does not say this: it lacks {quote(missing)}"
-    elif claim.negated != best.negated:
+    elif claim.negated != (closest := _closest_clause(claim, best)).negated:
         which = "the claim denies" if claim.negated else "the claim asserts the opposite of"
-        verdict["reason"] = f"{which} what the source says: '{shorten(best.text)}'"
+        verdict["reason"] = f"{which} what the source says: '{shorten(closest.text)}'"
     else:
         verdict["supported"] = True
         verdict["reason"] = f"the source says: '{shorten(best.text)}'"
     return verdict
+
+
+def _closest_clause(claim: Analysed, sentence: Analysed) -> Analysed:
+    # Negation belongs to a clause: "fires damaged furniture; nobody was injured" negates only
+    # its second half.
+    clauses = [analyse(clause) for clause in split_claims(sentence.text)]
+    return max(clauses, key=lambda clause: len(claim.keys & clause.keys), default=sentence)
 
 
 def _questions(sentences: list[Analysed], limit: int) -> list[str]:

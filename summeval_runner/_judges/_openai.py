@@ -44,30 +44,38 @@ class OpenAIJudgeConfig(BaseModel):
     max_retries: int = Field(default=2, ge=0)
 
 
-class OpenAIJudge:
-    """A judge backed by an OpenAI-compatible Chat Completions endpoint.
+class OpenAIChat:
+    """One OpenAI-compatible endpoint, shared by the judge and the bundled LLM summarizer.
 
-    The key is read from the environment when the judge is built, so a missing key fails before
-    any call. One ``AsyncOpenAI`` client serves every call made from an event loop (an HTTP
+    The key is read from the environment when this is built, so a missing key fails before any
+    call. One ``AsyncOpenAI`` client serves every call made from an event loop (an HTTP
     connection pool belongs to the loop it was opened in, so each loop gets its own).
     """
 
-    def __init__(self, config: OpenAIJudgeConfig) -> None:
-        self.config = config
-        self.name = f"openai/{config.name}"
-        if config.api_key_env is None:
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key_env: str | None,
+        timeout_s: float,
+        max_retries: int,
+    ) -> None:
+        self._base_url = base_url
+        self._timeout_s = timeout_s
+        self._max_retries = max_retries
+        if api_key_env is None:
             self._api_key = _NO_KEY
         else:
-            key = os.environ.get(config.api_key_env, "")
+            key = os.environ.get(api_key_env, "")
             if not key.strip():
-                raise MissingAPIKeyError(config.api_key_env)
+                raise MissingAPIKeyError(api_key_env)
             self._api_key = key
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
         self._clients = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         # The key is deliberately absent: reprs end up in logs.
-        return f"OpenAIJudge({self.config!r})"
+        return f"OpenAIChat(base_url={self._base_url!r})"
 
     def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -75,9 +83,9 @@ class OpenAIJudge:
         if client is None:
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
-                base_url=self.config.base_url,
-                timeout=self.config.timeout_s,
-                max_retries=self.config.max_retries,
+                base_url=self._base_url,
+                timeout=self._timeout_s,
+                max_retries=self._max_retries,
             )
             self._clients[loop] = client
         return client
@@ -87,6 +95,44 @@ class OpenAIJudge:
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.close()
+
+    async def complete(self, params: dict[str, Any]) -> tuple[str, TokenUsage]:
+        """One Chat Completions call; the reply's text and its token usage.
+
+        SDK errors are translated into this package's exception tree here.
+        """
+        client = self._client()
+        try:
+            completion = await client.chat.completions.create(**params)
+        except openai.APIError as error:
+            raise _translate(error, str(client.base_url)) from error
+        if not completion.choices:
+            return "", _usage(completion.usage)
+        message = completion.choices[0].message
+        # A refusal is not JSON; validation then re-asks and finally keeps it as the raw reply.
+        content = message.content or getattr(message, "refusal", None) or ""
+        return content, _usage(completion.usage)
+
+
+class OpenAIJudge:
+    """A judge backed by an OpenAI-compatible Chat Completions endpoint."""
+
+    def __init__(self, config: OpenAIJudgeConfig) -> None:
+        self.config = config
+        self.name = f"openai/{config.name}"
+        self._chat = OpenAIChat(
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            timeout_s=config.timeout_s,
+            max_retries=config.max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge({self.config!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop, if one was opened."""
+        await self._chat.aclose()
 
     def _response_format(self, request: JudgeRequest) -> dict[str, Any]:
         if self.config.response_format == "json_object":
@@ -101,7 +147,6 @@ class OpenAIJudge:
         }
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        client = self._client()
         params: dict[str, Any] = {
             "model": self.config.name,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -110,16 +155,8 @@ class OpenAIJudge:
         }
         if self.config.seed is not None:
             params["seed"] = self.config.seed
-        try:
-            completion = await client.chat.completions.create(**params)
-        except openai.APIError as error:
-            raise _translate(error, str(client.base_url)) from error
-        if not completion.choices:
-            return JudgeReply(content="", usage=_usage(completion.usage))
-        message = completion.choices[0].message
-        # A refusal is not JSON; validation then re-asks and finally keeps it as the raw reply.
-        content = message.content or getattr(message, "refusal", None) or ""
-        return JudgeReply(content=content, usage=_usage(completion.usage))
+        content, usage = await self._chat.complete(params)
+        return JudgeReply(content=content, usage=usage)
 
 
 def _usage(usage: Any) -> TokenUsage:

@@ -15,8 +15,8 @@ import snowballstemmer
 # Numbers keep their separators and a trailing unit-like suffix ("1,200", "3.5", "45%", "10km");
 # words are letters in any script, with inner apostrophes ("don't", "o'neill").
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*(?:%|[^\W\d_]{1,3}\b)?|[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\s*\n+\s*|;\s+")
-_CLAUSE_BREAK = re.compile(r",\s+(?:and|but|while|whereas|although)\s+", re.IGNORECASE)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\s*\n+\s*")
+_CLAUSE_BREAK = re.compile(r";\s+|,\s+(?:and|but|while|whereas|although)\s+", re.IGNORECASE)
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof st sen rep gov gen col lt sgt jr sr inc ltd co corp no vs etc u.s u.k"
     " jan feb mar apr jun jul aug sep sept oct nov dec".split()
@@ -92,7 +92,7 @@ class Analysed:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences (and semicolon-separated clauses), with common abbreviations kept whole."""
+    """Sentences, with common abbreviations kept whole."""
     pieces = [piece.strip() for piece in _SENTENCE_BREAK.split(text) if piece and piece.strip()]
     sentences: list[str] = []
     for piece in pieces:
@@ -106,7 +106,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 def split_claims(text: str) -> list[str]:
-    """Sentences, with compound ones cut at ", and" / ", but" / ", while" into their facts."""
+    """Sentences, with compound ones cut at ";", ", and", ", but", ", while" into their facts."""
     return [
         clause.strip()
         for sentence in split_sentences(text)

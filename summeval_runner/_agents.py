@@ -1,0 +1,89 @@
+"""Bundled agents under test: a lead-k extractive baseline and an OpenAI-compatible summarizer.
+
+Both are classes built once per run (Hydra's ``instantiate``) and called once per item with the
+item's input, so their parameters sweep as variants (``target.k=2,3``) and the LLM summarizer
+keeps one HTTP client for the whole run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from summeval_runner._errors import ConfigError
+from summeval_runner._judges._openai import OpenAIChat
+from summeval_runner._judges._text import split_sentences
+from summeval_runner._messages import extract_source
+
+DEFAULT_SUMMARY_PROMPT = (
+    "Summarize the user's text in at most three sentences. Keep the most important facts, "
+    "numbers and names exactly as the text gives them, and add nothing the text does not say."
+)
+
+
+class LeadK:
+    """The first ``k`` sentences of the source: the classic news baseline.
+
+    >>> LeadK(k=2)("One. Two. Three.")
+    'One. Two.'
+    """
+
+    def __init__(self, k: int = 3, max_words: int | None = None) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"target.k must be an integer >= 1, got {k!r}")
+        if max_words is not None and max_words < 1:
+            raise ConfigError(f"target.max_words must be >= 1 or null, got {max_words!r}")
+        self.k = k
+        self.max_words = max_words
+
+    def __call__(self, input: Any) -> str:
+        summary = " ".join(split_sentences(extract_source(input))[: self.k])
+        if self.max_words is not None:
+            summary = " ".join(summary.split()[: self.max_words])
+        return summary
+
+
+class LLMSummarizer:
+    """Summarizes with a model behind an OpenAI-compatible endpoint; the judge's provider code.
+
+    ``prompt`` is the system prompt; the item's source is the user message.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        prompt: str = DEFAULT_SUMMARY_PROMPT,
+        base_url: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        temperature: float = 0.0,
+        max_tokens: int = 300,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        if not name:
+            raise ConfigError("target.name must name the summarizer's model, got an empty string")
+        if not prompt.strip():
+            raise ConfigError("target.prompt must be a non-blank system prompt")
+        self.name = name
+        self.prompt = prompt
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self._chat = OpenAIChat(
+            base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries
+        )
+
+    async def __call__(self, input: Any) -> str:
+        content, _ = await self._chat.complete(
+            {
+                "model": self.name,
+                "messages": [
+                    {"role": "system", "content": self.prompt},
+                    {"role": "user", "content": extract_source(input)},
+                ],
+                "temperature": self.temperature,
+                "max_tokens": self.max_tokens,
+            }
+        )
+        return content
+
+    async def aclose(self) -> None:
+        await self._chat.aclose()

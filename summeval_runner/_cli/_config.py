@@ -1,0 +1,65 @@
+"""The app's structured configs, registered in Hydra's ConfigStore.
+
+The YAML files in ``configs/`` fill these in; OmegaConf checks every value's type as the config
+is composed, and ``_app`` checks the rules (ranges, providers, import paths) before any work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class FieldsConfig:
+    input: str = "input"
+    id: str | None = "id"
+    output: str | None = None
+    ground_truth: str | None = None
+    metadata: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DatasetConfig:
+    path: str = MISSING
+    format: str = "auto"
+    fields: FieldsConfig = field(default_factory=FieldsConfig)
+    limit: int | None = None
+
+
+@dataclass
+class ScorerConfig:
+    max_questions: int = 10
+    scale: float = 1.0
+
+
+@dataclass
+class RunnerConfig:
+    max_items_in_flight: int = 16
+    max_target_calls_in_flight: int = 4
+    max_judge_requests_in_flight: int = 8
+    judge_rpm: float | None = None
+    progress: bool = True
+    max_error_rate: float = 0.0
+    variant: str | None = None
+
+
+@dataclass
+class AppConfig:
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    # The agent under test, built with hydra.utils.instantiate; null when the dataset carries
+    # precomputed outputs (dataset.fields.output).
+    target: Any = None
+    # The judge: {provider: offline} or {provider: openai, name: ..., ...}; its settings depend on
+    # the provider, so resolve_judge checks them.
+    model: Any = MISSING
+    scorer: ScorerConfig = field(default_factory=ScorerConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+
+
+def register_configs(store: ConfigStore) -> None:
+    """Register the schema that ``configs/config.yaml`` builds on."""
+    store.store(name="base_config", node=AppConfig)

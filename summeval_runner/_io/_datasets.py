@@ -1,0 +1,198 @@
+"""Datasets in: JSONL, CSV and Parquet rows mapped onto evaluation items, validated up front.
+
+Every problem is found before any judge call and reported with the file, the row and the field:
+``data/docs.jsonl row 7: field 'text' (dataset.fields.input) must be text, got int 42``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow.parquet as pq
+
+from summeval_runner._errors import InputError
+
+Format = Literal["auto", "jsonl", "csv", "parquet"]
+_SUFFIXES: dict[str, Format] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+class DatasetError(InputError):
+    """A dataset cannot be read or breaks a rule; the message names the file, row and field."""
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Which field of a row holds what. ``id=None`` or an absent id column: ids are generated."""
+
+    input: str = "input"
+    id: str | None = "id"
+    output: str | None = None
+    ground_truth: str | None = None
+    metadata: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Item:
+    """One evaluation item. ``output`` is ``None`` unless the dataset carries a precomputed one."""
+
+    id: str
+    input: Any
+    output: Any = None
+    ground_truth: Any = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def detect_format(path: Path, format: str) -> Format:
+    if format in ("jsonl", "csv", "parquet"):
+        return format  # type: ignore[return-value]
+    if format != "auto":
+        raise DatasetError(f"dataset.format must be auto, jsonl, csv or parquet, got {format!r}")
+    detected = _SUFFIXES.get(path.suffix.lower())
+    if detected is None:
+        raise DatasetError(
+            f"{path}: cannot tell the format from the suffix {path.suffix!r}; "
+            "set dataset.format to jsonl, csv or parquet"
+        )
+    return detected
+
+
+def _rows(path: Path, format: Format) -> Iterator[tuple[int, Any]]:
+    """(row number as a person counts it in that file, row) pairs."""
+    if format == "jsonl":
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield number, json.loads(line)
+                except ValueError as error:
+                    raise DatasetError(f"{path} line {number}: not valid JSON ({error})") from None
+    elif format == "csv":
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            # The header is line 1, so the first row a spreadsheet shows as line 2 is row 2.
+            for number, row in enumerate(csv.DictReader(handle), 2):
+                yield number, row
+    else:
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as error:
+            raise DatasetError(f"{path}: not a readable Parquet file ({error})") from None
+        number = 0
+        for batch in parquet.iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row
+
+
+def _is_text(value: Any) -> bool:
+    # Text, or chat messages (a list, or a mapping holding them) that the scorer reads.
+    return isinstance(value, str | list | Mapping)
+
+
+def _describe(value: Any) -> str:
+    shown = repr(value)
+    return f"{type(value).__name__} {shown[:60]}{'…' if len(shown) > 60 else ''}"
+
+
+def generated_id(input: Any) -> str:
+    """A stable id from the input's content: the same text gets the same id in every run."""
+    canonical = json.dumps(input, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def load_dataset(
+    path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
+) -> list[Item]:
+    """Read and validate every row; raise ``DatasetError`` at the first problem found."""
+    if not path.is_file():
+        raise DatasetError(f"dataset.path: no such file: {path}")
+    if limit is not None and limit < 1:
+        raise DatasetError(f"dataset.limit must be >= 1 or null, got {limit}")
+    kind = detect_format(path, format)
+    items: list[Item] = []
+    first_row_of: dict[str, int] = {}
+    has_ids: bool | None = None
+    for number, row in _rows(path, kind):
+        where = f"{path} row {number}"
+        if not isinstance(row, Mapping):
+            raise DatasetError(
+                f"{where}: a row must be an object with fields, got {_describe(row)}"
+            )
+        value = row.get(fields.input)
+        if value is None:
+            raise DatasetError(
+                f"{where}: no field {fields.input!r} (dataset.fields.input); "
+                f"the row has {sorted(map(str, row))}"
+            )
+        if not _is_text(value):
+            raise DatasetError(
+                f"{where}: field {fields.input!r} (dataset.fields.input) must be text, "
+                f"got {_describe(value)}"
+            )
+        output = None
+        if fields.output is not None:
+            output = row.get(fields.output)
+            if output is None:
+                raise DatasetError(f"{where}: no field {fields.output!r} (dataset.fields.output)")
+            if not _is_text(output):
+                raise DatasetError(
+                    f"{where}: field {fields.output!r} (dataset.fields.output) must be text, "
+                    f"got {_describe(output)}"
+                )
+        raw_id = row.get(fields.id) if fields.id is not None else None
+        if raw_id == "":
+            raw_id = None
+        if has_ids is None:
+            has_ids = raw_id is not None
+        elif has_ids != (raw_id is not None):
+            raise DatasetError(
+                f"{where}: field {fields.id!r} (dataset.fields.id) is "
+                f"{'missing' if has_ids else 'present'} here but "
+                f"{'present' if has_ids else 'missing'} in earlier rows; "
+                "give every row an id or none"
+            )
+        if raw_id is not None and not isinstance(raw_id, str | int):
+            raise DatasetError(
+                f"{where}: field {fields.id!r} (dataset.fields.id) must be a string or an integer, "
+                f"got {_describe(raw_id)}"
+            )
+        item_id = str(raw_id) if raw_id is not None else generated_id(value)
+        if item_id in first_row_of:
+            if raw_id is None:
+                # The same input twice without ids: number the copies, keeping ids stable.
+                copy = 2
+                while f"{item_id}-{copy}" in first_row_of:
+                    copy += 1
+                item_id = f"{item_id}-{copy}"
+            else:
+                raise DatasetError(
+                    f"{where}: duplicate id {item_id!r} (dataset.fields.id); "
+                    f"first seen at row {first_row_of[item_id]}"
+                )
+        first_row_of[item_id] = number
+        items.append(
+            Item(
+                id=item_id,
+                input=value,
+                output=output,
+                ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,
+                metadata={name: row.get(name) for name in fields.metadata},
+            )
+        )
+        if limit is not None and len(items) >= limit:
+            break
+    if not items:
+        raise DatasetError(f"{path}: the dataset has no rows")
+    return items

@@ -1,0 +1,54 @@
+"""The run manifest: what produced a run's tables, with every secret redacted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+REDACTED = "***"
+# Keys whose values are secrets. "api_key_env" names a variable and is kept: it is not the key.
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.IGNORECASE)
+_SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+
+
+def redact(value: Any) -> Any:
+    """``value`` with the value of every secret-looking key replaced by ``***``."""
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if _SECRET_KEY.search(str(key)) and item else redact(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    return value
+
+
+def _environment_secrets() -> list[str]:
+    return [
+        value
+        for name, value in os.environ.items()
+        if _SECRET_VARIABLE.search(name) and len(value) >= 8
+    ]
+
+
+def scrub(text: str) -> str:
+    """Remove the values of secret environment variables from text about to reach the disk.
+
+    A key can arrive in an error message or a config value under an innocent name; this is the
+    last line of defence after ``redact``.
+    """
+    for secret in _environment_secrets():
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
+    """Write the manifest atomically: readers see the old file or the new one, never half."""
+    text = scrub(json.dumps(redact(manifest), indent=2, ensure_ascii=False, default=str))
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text + "\n", encoding="utf-8")
+    os.replace(partial, path)

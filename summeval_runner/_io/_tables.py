@@ -1,0 +1,374 @@
+"""Results out: explicit Parquet schemas, a journal written as items complete, and aggregates.
+
+Each completed item is appended to ``journal.jsonl`` at once (one line, flushed), so finished
+work is on disk while the run goes on. ``finish`` then compacts the journal into the Parquet
+tables and computes the aggregates from the item rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from summeval_runner._scorers._result import ErrorInfo, SummarizationResult
+
+ITEMS_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("scorer_id", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("score", pa.float64()),
+        pa.field("alignment_score", pa.float64()),
+        pa.field("coverage_score", pa.float64()),
+        pa.field("claims", pa.int32()),
+        pa.field("supported_claims", pa.int32()),
+        pa.field("questions", pa.int32()),
+        pa.field("answered_questions", pa.int32()),
+        pa.field("reason", pa.string()),
+        pa.field("error_type", pa.string()),
+        pa.field("error_message", pa.string()),
+        pa.field("error_step", pa.string()),
+        pa.field("error_attempts", pa.int32()),
+        pa.field("error_raw_reply", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("summary", pa.string()),
+        pa.field("judge", pa.string()),
+        pa.field("prompt_version", pa.string()),
+        pa.field("max_questions", pa.int32()),
+        pa.field("scale", pa.float64()),
+        pa.field("judge_calls", pa.int32()),
+        pa.field("input_tokens", pa.int64()),
+        pa.field("output_tokens", pa.int64()),
+        pa.field("judge_latency_s", pa.float64()),
+        pa.field("target_latency_s", pa.float64()),
+        pa.field("metadata", pa.string()),
+    ]
+)
+ALIGNMENT_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("scorer_id", pa.string(), nullable=False),
+        pa.field("position", pa.int32(), nullable=False),
+        pa.field("claim", pa.string(), nullable=False),
+        pa.field("supported", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+    ]
+)
+COVERAGE_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("scorer_id", pa.string(), nullable=False),
+        pa.field("position", pa.int32(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("answered", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string()),
+        pa.field("verdict_missing", pa.bool_(), nullable=False),
+    ]
+)
+AGGREGATES_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("scorer_id", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("items", pa.int64(), nullable=False),
+        pa.field("scored", pa.int64(), nullable=False),
+        pa.field("unscorable", pa.int64(), nullable=False),
+        pa.field("errors", pa.int64(), nullable=False),
+        pa.field("n", pa.int64(), nullable=False),
+        pa.field("mean", pa.float64()),
+        pa.field("std", pa.float64()),
+        pa.field("min", pa.float64()),
+        pa.field("p25", pa.float64()),
+        pa.field("median", pa.float64()),
+        pa.field("p75", pa.float64()),
+        pa.field("max", pa.float64()),
+        pa.field("ci95_low", pa.float64()),
+        pa.field("ci95_high", pa.float64()),
+    ]
+)
+TABLES: Mapping[str, pa.Schema] = {
+    "items": ITEMS_SCHEMA,
+    "alignment": ALIGNMENT_SCHEMA,
+    "coverage": COVERAGE_SCHEMA,
+    "aggregates": AGGREGATES_SCHEMA,
+}
+METRICS = (("score", "score"), ("alignment", "alignment_score"), ("coverage", "coverage_score"))
+_COMPACT_BATCH = 2000
+
+
+def scorer_rows(
+    *,
+    run_id: str,
+    variant: str,
+    item_id: str,
+    scorer_id: str,
+    result: Any,
+    source: str | None,
+    summary: str | None,
+    target_latency_s: float | None,
+    metadata: Mapping[str, Any],
+) -> dict[str, list[dict[str, Any]]]:
+    """The rows one scorer's outcome for one item adds to each table.
+
+    ``result`` is a ``SummarizationResult``, an ``ErrorInfo`` (the target or the scorer failed),
+    or any other scorer's result (its ``score``, ``status`` and ``reason`` are read when present).
+    """
+    keys = {"run_id": run_id, "variant": variant, "item_id": item_id, "scorer_id": scorer_id}
+    row: dict[str, Any] = dict.fromkeys(ITEMS_SCHEMA.names) | keys
+    row |= {
+        "source": source,
+        "summary": summary,
+        "target_latency_s": target_latency_s,
+        "metadata": json.dumps(dict(metadata), ensure_ascii=False, default=str),
+    }
+    alignment: list[dict[str, Any]] = []
+    coverage: list[dict[str, Any]] = []
+    if isinstance(result, ErrorInfo):
+        row |= {"status": "error", **_error_columns(result)}
+    elif isinstance(result, SummarizationResult):
+        row |= _summarization_columns(result)
+        if result.error is not None:
+            row |= _error_columns(result.error)
+        if result.preprocess_step_result is not None:
+            pre = result.preprocess_step_result
+            alignment = [
+                keys
+                | {"position": i, "claim": v.claim, "supported": v.supported, "reason": v.reason}
+                for i, v in enumerate(pre.alignment)
+            ]
+            if result.analyze_step_result is not None:
+                verdicts = result.analyze_step_result.coverage
+                for i, question in enumerate(pre.questions[: result.max_questions]):
+                    verdict = verdicts[i] if i < len(verdicts) else None
+                    coverage.append(
+                        keys
+                        | {
+                            "position": i,
+                            "question": question,
+                            "answered": bool(verdict and verdict.answered),
+                            "reason": verdict.reason if verdict else None,
+                            "verdict_missing": verdict is None,
+                        }
+                    )
+    else:
+        score = getattr(result, "score", result)
+        row |= {
+            "status": str(getattr(result, "status", "scored")),
+            "score": float(score) if isinstance(score, int | float) else None,
+            "reason": getattr(result, "reason", None),
+        }
+    return {"items": [row], "alignment": alignment, "coverage": coverage}
+
+
+def _error_columns(error: ErrorInfo) -> dict[str, Any]:
+    return {
+        "error_type": error.type,
+        "error_message": error.message,
+        "error_step": error.step,
+        "error_attempts": error.attempts,
+        "error_raw_reply": error.raw_reply,
+    }
+
+
+def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
+    pre, ana = result.preprocess_step_result, result.analyze_step_result
+    asked = min(len(pre.questions), result.max_questions) if pre else None
+    return {
+        "status": result.status,
+        "score": result.score,
+        "alignment_score": result.alignment_score,
+        "coverage_score": result.coverage_score,
+        "claims": len(pre.alignment) if pre else None,
+        "supported_claims": sum(v.supported for v in pre.alignment) if pre else None,
+        "questions": asked,
+        "answered_questions": sum(v.answered for v in ana.coverage[:asked]) if ana else None,
+        "reason": result.reason,
+        "judge": result.judge,
+        "prompt_version": result.prompt_version,
+        "max_questions": result.max_questions,
+        "scale": result.scale,
+        "judge_calls": result.usage.calls,
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        "judge_latency_s": (
+            result.usage.preprocess.latency_s
+            + result.usage.analyze.latency_s
+            + result.usage.reason.latency_s
+        ),
+    }
+
+
+class RunWriter:
+    """Writes a run's tables into ``run_dir``: the journal as items complete, Parquet at the end."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.journal_path = run_dir / "journal.jsonl"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._journal: TextIO = self.journal_path.open("a", encoding="utf-8")
+
+    def write(self, rows: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Append one item's rows to the journal, flushed so that a crash cannot lose them."""
+        self._journal.write(json.dumps(rows, ensure_ascii=False, default=str) + "\n")
+        self._journal.flush()
+
+    def close(self) -> None:
+        self._journal.close()
+
+    def finish(self) -> dict[str, Path]:
+        """Compact the journal into Parquet tables and write the aggregates; return the paths."""
+        self.close()
+        paths = {name: self.run_dir / f"{name}.parquet" for name in TABLES}
+        writers = {
+            name: pq.ParquetWriter(_partial(paths[name]), TABLES[name])
+            for name in ("items", "alignment", "coverage")
+        }
+        # Per (run_id, variant, scorer_id): every item's status, and each metric's values.
+        statuses: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        scales: dict[tuple[str, str, str], float | None] = {}
+        values: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(
+            lambda: {metric: [] for metric, _ in METRICS}
+        )
+        try:
+            for batch in _batches(self.journal_path):
+                for name, writer in writers.items():
+                    writer.write_table(pa.Table.from_pylist(batch[name], schema=TABLES[name]))
+                for row in batch["items"]:
+                    key = (row["run_id"], row["variant"], row["scorer_id"])
+                    statuses[key].append(row["status"])
+                    scales[key] = row["scale"]
+                    if row["status"] == "scored":
+                        for metric, column in METRICS:
+                            if row[column] is not None:
+                                values[key][metric].append(row[column])
+        finally:
+            for writer in writers.values():
+                writer.close()
+        aggregates = [
+            _aggregate(
+                *key,
+                metric,
+                values[key][metric],
+                seen,
+                upper=(scales[key] if metric == "score" else 1.0) if scales[key] else None,
+            )
+            for key, seen in statuses.items()
+            for metric, _ in METRICS
+        ]
+        pq.write_table(
+            pa.Table.from_pylist(aggregates, schema=AGGREGATES_SCHEMA),
+            _partial(paths["aggregates"]),
+        )
+        for path in paths.values():
+            os.replace(_partial(path), path)
+        return paths
+
+
+def _partial(path: Path) -> Path:
+    # Tables appear under their real name only when complete: a reader never sees half a file.
+    return path.with_name(f".{path.name}.partial")
+
+
+def _batches(journal: Path) -> Iterator[dict[str, list[dict[str, Any]]]]:
+    batch: dict[str, list[dict[str, Any]]] = {"items": [], "alignment": [], "coverage": []}
+    count = 0
+    with journal.open(encoding="utf-8") as lines:
+        for line in lines:
+            if not line.endswith("\n"):
+                break  # a line cut short by a crash was never acknowledged
+            rows = json.loads(line)
+            for name in batch:
+                batch[name].extend(rows[name])
+            count += 1
+            if count == _COMPACT_BATCH:
+                yield batch
+                batch = {name: [] for name in batch}
+                count = 0
+    yield batch
+
+
+def _aggregate(
+    run_id: str,
+    variant: str,
+    scorer_id: str,
+    metric: str,
+    values: list[float],
+    statuses: list[str],
+    *,
+    upper: float | None,
+) -> dict[str, Any]:
+    """n, mean, spread and the t-interval of the mean, clipped to [0, upper] when bounded."""
+    n = len(values)
+    ordered = sorted(values)
+    mean = statistics.fmean(values) if values else None
+    std = statistics.stdev(values) if n > 1 else (0.0 if n == 1 else None)
+    low = high = None
+    if mean is not None and std is not None and n > 1:
+        half_width = t_critical_95(n - 1) * std / math.sqrt(n)
+        low, high = mean - half_width, mean + half_width
+        if upper is not None:
+            low, high = max(0.0, low), min(upper, high)
+    return {
+        "run_id": run_id,
+        "variant": variant,
+        "scorer_id": scorer_id,
+        "metric": metric,
+        "items": len(statuses),
+        "scored": statuses.count("scored"),
+        "unscorable": statuses.count("unscorable"),
+        "errors": statuses.count("error"),
+        "n": n,
+        "mean": mean,
+        "std": std,
+        "min": ordered[0] if ordered else None,
+        "p25": _quantile(ordered, 0.25),
+        "median": _quantile(ordered, 0.5),
+        "p75": _quantile(ordered, 0.75),
+        "max": ordered[-1] if ordered else None,
+        "ci95_low": low,
+        "ci95_high": high,
+    }
+
+
+def _quantile(ordered: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks, as pandas and numpy do by default."""
+    if not ordered:
+        return None
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# Two-sided 95% critical values of Student's t for 1-30 degrees of freedom; beyond 30 the
+# normal value (1.96) is within 4% and shrinking.
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_critical_95(degrees_of_freedom: int) -> float:
+    """The t value that bounds a two-sided 95% interval of the mean."""
+    if degrees_of_freedom < 1:
+        raise ValueError(f"degrees_of_freedom must be >= 1, got {degrees_of_freedom}")
+    if degrees_of_freedom <= len(_T95):
+        return _T95[degrees_of_freedom - 1]
+    return 1.96 + 2.4 / degrees_of_freedom  # matches the table at 30 and tends to 1.96

@@ -1,0 +1,288 @@
+"""``run_evals`` (SPEC §2): run a target over items, score each output, call hooks, aggregate."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from summeval_runner._errors import ConfigError, InputError, JudgeAuthError
+from summeval_runner._io._datasets import Item, generated_id
+from summeval_runner._runner._progress import ProgressReporter
+from summeval_runner._scorers._result import ErrorInfo, Status
+
+logger = logging.getLogger("summeval_runner")
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """What ``run_evals`` needs of a scorer: an ``id`` and an async ``run(input=, output=)``."""
+
+    @property
+    def id(self) -> str: ...
+
+    def run(self, *, input: Any, output: Any) -> Awaitable[Any]: ...
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One item's outcome: what the target produced and what each scorer made of it.
+
+    ``results`` maps each scorer's id to its result, or to an ``ErrorInfo`` when the scorer
+    raised. ``error`` is the item's first failure: the target's, else a scorer's.
+    """
+
+    item_id: str
+    input: Any
+    output: Any
+    metadata: Mapping[str, Any]
+    results: Mapping[str, Any]
+    error: ErrorInfo | None
+    target_latency_s: float | None
+
+    @property
+    def status(self) -> Status:
+        """``error`` if anything failed, else ``unscorable`` if a scorer said so, else scored."""
+        statuses = {status_of(result) for result in self.results.values()}
+        if self.error is not None or "error" in statuses:
+            return "error"
+        return "unscorable" if "unscorable" in statuses else "scored"
+
+
+Hook: TypeAlias = Callable[[ItemResult], Any]
+
+
+@dataclass(frozen=True)
+class Counts:
+    total: int
+    scored: int
+    unscorable: int
+    errors: int
+
+
+@dataclass(frozen=True)
+class EvalRunResult:
+    """The mean score per scorer over its scored items, item counts, and each item's result."""
+
+    means: Mapping[str, float | None]
+    counts: Counts
+    items: tuple[ItemResult, ...]
+    hook_errors: int
+
+
+def status_of(result: Any) -> Status:
+    if isinstance(result, ErrorInfo):
+        return "error"
+    status = getattr(result, "status", "scored")
+    if status == "unscorable" or status == "error":
+        return "unscorable" if status == "unscorable" else "error"
+    return "scored"
+
+
+def score_of(result: Any) -> float | None:
+    """A scored result's number: its ``score`` attribute, or the result itself if a number."""
+    if status_of(result) != "scored":
+        return None
+    score = getattr(result, "score", result)
+    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None
+
+
+def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
+    for result in results.values():
+        if isinstance(result, ErrorInfo):
+            return result
+        error = getattr(result, "error", None)
+        if status_of(result) == "error" and isinstance(error, ErrorInfo):
+            return error
+    return None
+
+
+def _error(error: BaseException, step: str | None) -> ErrorInfo:
+    return ErrorInfo(type=type(error).__name__, message=str(error) or repr(error), step=step)
+
+
+def _as_items(data: Iterable[Mapping[str, Any] | Item], has_target: bool) -> list[Item]:
+    items: list[Item] = []
+    for index, raw in enumerate(data):
+        if isinstance(raw, Item):
+            item = raw
+        elif isinstance(raw, Mapping):
+            if "input" not in raw:
+                raise InputError(f"data item {index}: no 'input'; got keys {sorted(map(str, raw))}")
+            item = Item(
+                id=str(raw["id"]) if raw.get("id") is not None else generated_id(raw["input"]),
+                input=raw["input"],
+                output=raw.get("output"),
+                ground_truth=raw.get("ground_truth"),
+                metadata=dict(raw.get("metadata") or {}),
+            )
+        else:
+            raise InputError(f"data item {index}: expected a mapping, got {type(raw).__name__}")
+        if not has_target and item.output is None:
+            raise InputError(f"data item {index}: no 'output', and no target to produce one")
+        items.append(item)
+    return items
+
+
+def _is_async_callable(target: Callable[..., Any]) -> bool:
+    call = getattr(target, "__call__", None)  # noqa: B004 - instances with an async __call__
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(call)
+
+
+async def _call_target(target: Callable[[Any], Any], input: Any) -> Any:
+    if _is_async_callable(target):
+        return await target(input)
+    # A sync target may block (an HTTP call, a model): keep it off the event loop.
+    output = await asyncio.to_thread(target, input)
+    return await output if inspect.isawaitable(output) else output
+
+
+async def run_evals(
+    *,
+    scorers: Sequence[Scorer],
+    data: Iterable[Mapping[str, Any] | Item],
+    target: Callable[[Any], Any] | None = None,
+    on_item_complete: Hook | Sequence[Hook] | None = None,
+    max_items_in_flight: int = 16,
+    max_target_calls_in_flight: int | None = None,
+    progress: bool = False,
+    request_rate: Callable[[], float] | None = None,
+) -> EvalRunResult:
+    """Run ``target`` on each item's input (or take the item's ``output``), score it, report it.
+
+    Items run concurrently, at most ``max_items_in_flight`` at once; target calls have their own
+    bound. ``on_item_complete`` (one hook or several, sync or async) is called once per item with
+    its ``ItemResult``, failed items included; a hook that raises is logged and counted, and the
+    run goes on. One item's failure never stops the others; only a refused key or an exhausted
+    quota (``JudgeAuthError``) stops the run, since every later call would fail the same way.
+    """
+    if not scorers:
+        raise ConfigError("scorers must hold at least one scorer, got none")
+    ids: list[str] = []
+    for scorer in scorers:
+        scorer_id = getattr(scorer, "id", None)
+        if not isinstance(scorer_id, str) or not callable(getattr(scorer, "run", None)):
+            raise ConfigError(f"a scorer needs a string id and an async run(), got {scorer!r}")
+        ids.append(scorer_id)
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"scorer ids must be unique, got {ids}")
+    if max_items_in_flight < 1:
+        raise ConfigError(f"max_items_in_flight must be >= 1, got {max_items_in_flight}")
+    items = _as_items(data, has_target=target is not None)
+    hooks: list[Hook] = (
+        []
+        if on_item_complete is None
+        else [on_item_complete]
+        if callable(on_item_complete)
+        else list(on_item_complete)
+    )
+    target_slots = asyncio.Semaphore(max_target_calls_in_flight or max_items_in_flight)
+    item_slots = asyncio.Semaphore(max_items_in_flight)
+    reporter = ProgressReporter(len(items), request_rate=request_rate) if progress else None
+    done: list[tuple[int, ItemResult]] = []
+    hook_errors = 0
+    fatal: list[JudgeAuthError] = []
+
+    async def evaluate(item: Item) -> ItemResult:
+        output, target_error, latency = item.output, None, None
+        if target is not None:
+            started = time.perf_counter()
+            try:
+                async with target_slots:
+                    output = await _call_target(target, item.input)
+                if not isinstance(output, str | list | Mapping):
+                    raise InputError(
+                        f"the target must return a string or messages, got {type(output).__name__}"
+                    )
+            except Exception as error:
+                output, target_error = None, _error(error, "target")
+            latency = time.perf_counter() - started
+        results: dict[str, Any] = {}
+        if target_error is None:
+            outcomes = await asyncio.gather(
+                *(scorer.run(input=item.input, output=output) for scorer in scorers),
+                return_exceptions=True,
+            )
+            for scorer_id, outcome in zip(ids, outcomes, strict=True):
+                if isinstance(outcome, JudgeAuthError):
+                    raise outcome
+                if isinstance(outcome, BaseException):
+                    if not isinstance(outcome, Exception):
+                        raise outcome  # cancellation and interrupts are not item failures
+                    outcome = _error(outcome, None)
+                results[scorer_id] = outcome
+        return ItemResult(
+            item_id=item.id,
+            input=item.input,
+            output=output,
+            metadata=item.metadata,
+            results=results,
+            error=target_error or _first_failure(results),
+            target_latency_s=latency,
+        )
+
+    async def process(position: int, item: Item) -> None:
+        nonlocal hook_errors
+        try:
+            result = await evaluate(item)
+        except JudgeAuthError as error:
+            fatal.append(error)
+            return
+        finally:
+            item_slots.release()
+        done.append((position, result))
+        for hook in hooks:
+            try:
+                returned = hook(result)
+                if inspect.isawaitable(returned):
+                    await returned
+            except Exception:
+                hook_errors += 1
+                logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
+        if reporter is not None:
+            first_score = score_of(result.results[ids[0]]) if ids[0] in result.results else None
+            reporter.update(score=first_score, error=result.status == "error")
+
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        for position, item in enumerate(items):
+            await item_slots.acquire()
+            if fatal:
+                item_slots.release()
+                break
+            task = asyncio.create_task(process(position, item))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+    finally:
+        if reporter is not None:
+            reporter.close()
+    if fatal:
+        raise fatal[0]
+    ordered = tuple(result for _, result in sorted(done, key=lambda pair: pair[0]))
+    return EvalRunResult(
+        means={scorer_id: _mean(ordered, scorer_id) for scorer_id in ids},
+        counts=Counts(
+            total=len(ordered),
+            scored=sum(r.status == "scored" for r in ordered),
+            unscorable=sum(r.status == "unscorable" for r in ordered),
+            errors=sum(r.status == "error" for r in ordered),
+        ),
+        items=ordered,
+        hook_errors=hook_errors,
+    )
+
+
+def _mean(items: Sequence[ItemResult], scorer_id: str) -> float | None:
+    scores = [s for item in items if (s := score_of(item.results.get(scorer_id))) is not None]
+    return statistics.fmean(scores) if scores else None
+
+
+def run_evals_sync(**kwargs: Any) -> EvalRunResult:
+    """``run_evals`` for callers without a running event loop."""
+    return asyncio.run(run_evals(**kwargs))
