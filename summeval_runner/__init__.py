@@ -14,6 +14,7 @@ from summeval_runner._errors import (
     MissingAPIKeyError,
     SummevalError,
 )
+from summeval_runner._io._datasets import DatasetError, FieldMap, Item, load_dataset
 from summeval_runner._judges._fake import FakeJudge
 from summeval_runner._judges._offline import OfflineJudge
 from summeval_runner._judges._openai import OpenAIJudge, OpenAIJudgeConfig
@@ -33,6 +34,14 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._messages import ToolResult, extract_tool_results
+from summeval_runner._runner._run import (
+    EvalRunResult,
+    ItemResult,
+    RunCounts,
+    Scorer,
+    run_evals,
+    run_evals_sync,
+)
 from summeval_runner._scorers._prompts import PROMPT_VERSION
 from summeval_runner._scorers._result import ErrorInfo, StepUsage, SummarizationResult, Usage
 from summeval_runner._scorers._summarization import (
@@ -49,9 +58,14 @@ __all__ = [
     "AnalyzeStepResult",
     "ClaimVerdict",
     "ConfigError",
+    "DatasetError",
     "ErrorInfo",
+    "EvalRunResult",
     "FakeJudge",
+    "FieldMap",
     "InputError",
+    "Item",
+    "ItemResult",
     "Judge",
     "JudgeAPIError",
     "JudgeAuthError",
@@ -69,6 +83,8 @@ __all__ = [
     "QuestionVerdict",
     "ReasonInput",
     "ReasonStepResult",
+    "RunCounts",
+    "Scorer",
     "StepUsage",
     "SummarizationMetricOptions",
     "SummarizationResult",
@@ -80,4 +96,7 @@ __all__ = [
     "__version__",
     "create_summarization_scorer",
     "extract_tool_results",
+    "load_dataset",
+    "run_evals",
+    "run_evals_sync",
 ]

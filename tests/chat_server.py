@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +36,7 @@ class Recorded:
     headers: dict[str, str]
     body: dict[str, Any]
     client_port: int
+    arrived: float  # time.monotonic() when the request arrived
 
     @property
     def step(self) -> str:
@@ -152,6 +154,7 @@ class ChatServer:
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=body,
                     client_port=self.client_address[1],
+                    arrived=time.monotonic(),
                 )
                 status, payload, headers = server._next(body, record)
                 data = json.dumps(payload).encode()

@@ -24,6 +24,17 @@ PUBLIC = {
     # what is scored
     "extract_tool_results",
     "ToolResult",
+    # the runner and datasets
+    "run_evals",
+    "run_evals_sync",
+    "Scorer",
+    "EvalRunResult",
+    "ItemResult",
+    "RunCounts",
+    "load_dataset",
+    "FieldMap",
+    "Item",
+    "DatasetError",
     # judges
     "Judge",
     "JudgeRequest",

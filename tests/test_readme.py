@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.chat_server import ChatServer
+from tests.test_app import run_app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -16,6 +21,11 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 def blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def block_containing(language: str, text: str) -> str:
+    (found,) = [block for block in blocks(language) if text in block]
+    return found
 
 
 def run_example(name: str, env: dict[str, str] | None = None) -> str:
@@ -32,7 +42,7 @@ def run_example(name: str, env: dict[str, str] | None = None) -> str:
 
 def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None:
     install_and_run, test = blocks("bash")[0].strip().splitlines()
-    assert install_and_run.startswith("pip install -e . && ")
+    assert install_and_run == "pip install -e . && summeval-run"
     assert test.startswith("pip install -e '.[test]' && ")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
     assert ci[-1] == test
@@ -40,11 +50,11 @@ def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None
 
 def test_the_offline_example_prints_what_the_readme_shows() -> None:
     example = (ROOT / "examples" / "quickstart.py").read_text(encoding="utf-8")
-    assert blocks("python")[0] == example
+    assert block_containing("python", "Score a summary with the offline judge") == example
 
     printed = run_example("quickstart.py")
 
-    assert printed == blocks("text")[0]
+    assert printed == block_containing("text", "score:     ")
     assert re.search(r"^score: +0\.\d\d \(scored\)$", printed, flags=re.M)
     assert "reason:    Score" in printed
 
@@ -53,7 +63,7 @@ def test_the_openai_example_runs_against_an_openai_compatible_server(
     chat_server: ChatServer,
 ) -> None:
     example = (ROOT / "examples" / "openai_judge.py").read_text(encoding="utf-8")
-    assert blocks("python")[1] == example
+    assert block_containing("python", "Score a batch with an OpenAI judge") == example
     env = os.environ | {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": chat_server.base_url}
 
     printed = run_example("openai_judge.py", env)
@@ -63,6 +73,43 @@ def test_the_openai_example_runs_against_an_openai_compatible_server(
 
 
 def test_the_fake_judge_example_runs() -> None:
-    snippet = blocks("python")[2]
-    assert "FakeJudge(" in snippet
-    exec(compile(snippet, "README.md", "exec"), {})
+    exec(compile(block_containing("python", "FakeJudge("), "README.md", "exec"), {})
+
+
+def test_the_run_evals_example_runs() -> None:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block_containing("python", "run_evals("), "README.md", "exec"), {})
+
+    assert "museum scored" in printed.getvalue()
+    assert "RunCounts(total=2, scored=2, unscorable=0, errors=0)" in printed.getvalue()
+
+
+def test_the_readme_queries_run_on_a_real_run(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    run_dir = tmp_path / "run"
+    assert run_app(run_dir, "runner.progress=false").returncode == 0
+    example_dir = "outputs/2026-11-30/15-02-11"
+
+    rows = duckdb.sql(
+        block_containing("sql", "FROM ").replace(example_dir, str(run_dir))
+    ).fetchall()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(block_containing("python", "pd.read_parquet").replace(example_dir, str(run_dir)), {})
+
+    assert len(rows) == 5
+    assert rows[0][2] >= rows[-1][2] >= 1
+    assert "[5 rows x 5 columns]" in printed.getvalue()
+
+
+def test_every_items_column_is_documented() -> None:
+    from summeval_runner._io._tables import ITEMS_SCHEMA
+
+    documented = set(
+        re.findall(
+            r"^\| `([a-z_0-9]+)`(?:, `([a-z_0-9]+)`)?(?:, `([a-z_0-9]+)`)?", README, flags=re.M
+        )
+    )
+    names = {name for group in documented for name in group if name}
+    assert set(ITEMS_SCHEMA.names) <= names

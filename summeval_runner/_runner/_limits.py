@@ -11,19 +11,23 @@ from summeval_runner._judges._protocol import Judge, JudgeReply, JudgeRequest, j
 
 
 def pacing(requests_per_minute: float) -> tuple[int, float]:
-    """(requests, period in seconds) for a sliding window that never exceeds one second's share.
+    """(requests, period in seconds) for a sliding window that paces requests evenly.
 
     A plain ``Throttler(rpm, 60)`` would let a minute's budget out in the first second and then
-    stall; this lets at most ``rpm / 60`` requests (at least 1) out in any window of their period.
+    stall. This lets out at most a tenth of a second's share at once (at least one request), so
+    the pace is even at 100 ms granularity, and the sleep between polls stays long enough to be
+    precise even at thousands of requests a minute.
 
     >>> pacing(600)
-    (10, 1.0)
+    (1, 0.1)
+    >>> pacing(6000)
+    (10, 0.1)
     >>> pacing(30)
     (1, 2.0)
     """
     if requests_per_minute <= 0:
         raise ValueError(f"requests_per_minute must be > 0, got {requests_per_minute}")
-    burst = max(1, int(requests_per_minute // 60))
+    burst = max(1, int(requests_per_minute // 600))
     return burst, burst * 60.0 / requests_per_minute
 
 

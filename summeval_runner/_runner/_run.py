@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from summeval_runner._errors import ConfigError, InputError, JudgeAuthError
 from summeval_runner._io._datasets import Item, generated_id
 from summeval_runner._runner._progress import ProgressReporter
-from summeval_runner._scorers._result import ErrorInfo, Status
+from summeval_runner._scorers._result import ErrorInfo, FailedStep, Status
 
 logger = logging.getLogger("summeval_runner")
 
@@ -58,7 +58,7 @@ Hook: TypeAlias = Callable[[ItemResult], Any]
 
 
 @dataclass(frozen=True)
-class Counts:
+class RunCounts:
     total: int
     scored: int
     unscorable: int
@@ -70,7 +70,7 @@ class EvalRunResult:
     """The mean score per scorer over its scored items, item counts, and each item's result."""
 
     means: Mapping[str, float | None]
-    counts: Counts
+    counts: RunCounts
     items: tuple[ItemResult, ...]
     hook_errors: int
 
@@ -102,7 +102,7 @@ def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
     return None
 
 
-def _error(error: BaseException, step: str | None) -> ErrorInfo:
+def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
     return ErrorInfo(type=type(error).__name__, message=str(error) or repr(error), step=step)
 
 
@@ -267,7 +267,7 @@ async def run_evals(
     ordered = tuple(result for _, result in sorted(done, key=lambda pair: pair[0]))
     return EvalRunResult(
         means={scorer_id: _mean(ordered, scorer_id) for scorer_id in ids},
-        counts=Counts(
+        counts=RunCounts(
             total=len(ordered),
             scored=sum(r.status == "scored" for r in ordered),
             unscorable=sum(r.status == "unscorable" for r in ordered),

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from summeval_runner._judges._protocol import AnalyzeStepResult, PreprocessStepResult, Step
+from summeval_runner._judges._protocol import AnalyzeStepResult, PreprocessStepResult
 
 Status = Literal["scored", "unscorable", "error"]
 
@@ -46,12 +46,19 @@ class Usage(_Frozen):
         )
 
 
+FailedStep = Literal["target", "preprocess", "analyze", "reason"]
+
+
 class ErrorInfo(_Frozen):
-    """Why an evaluation failed: the error's type and message, the step, and the judge's reply."""
+    """Why an evaluation failed: the error's type and message, the step, and the judge's reply.
+
+    ``step`` is the scorer step that failed, ``"target"`` when the agent under test failed, or
+    ``None`` when a scorer raised outside its steps.
+    """
 
     type: str
     message: str
-    step: Step | None = None
+    step: FailedStep | None = None
     attempts: int = 0
     raw_reply: str | None = None
 

@@ -1,0 +1,332 @@
+"""summeval-run end to end, in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from summeval_runner._io._tables import TABLES
+from tests.chat_server import ChatServer
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_ITEMS = (
+    len((ROOT / "data" / "sample_articles.jsonl").read_text(encoding="utf-8").split("\n")) - 1
+)
+SECRET = "sk-test-SECRET-0123456789"
+
+
+def run_app(
+    run_dir: Path, *overrides: str, env: dict[str, str] | None = None, entry: str = "module"
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "summeval_runner"] if entry == "module" else ["summeval-run"]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | (env or {})
+    return subprocess.run(
+        # Options (--config-dir) go before Hydra's positional overrides, as argparse wants.
+        [
+            *command,
+            *(o for o in overrides if o.startswith("--")),
+            f"hydra.run.dir={run_dir}",
+            *(o for o in overrides if not o.startswith("--")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        cwd=run_dir.parent,
+    )
+
+
+def table(run_dir: Path, name: str) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / f"{name}.parquet")
+
+
+@pytest.fixture(scope="module")
+def default_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    run_dir = tmp_path_factory.mktemp("runs") / "default"
+    return run_dir, run_app(run_dir, env={"OPENAI_API_KEY": SECRET}, entry="script")
+
+
+def test_the_defaults_do_the_whole_job_offline(
+    default_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, completed = default_run
+
+    assert completed.returncode == 0, completed.stderr
+    assert f"results: {run_dir}" in completed.stdout
+    assert (
+        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 unscorable, 0 errors" in completed.stdout
+    )
+    assert "summarization-scorer   score" in completed.stdout
+
+
+def test_every_table_has_its_schema_and_its_rows(
+    default_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, _ = default_run
+
+    for name, schema in TABLES.items():
+        assert pq.read_schema(run_dir / f"{name}.parquet").equals(schema, check_metadata=False), (
+            name
+        )
+    items, alignment, coverage, aggregates = (
+        table(run_dir, n) for n in ("items", "alignment", "coverage", "aggregates")
+    )
+    assert len(items) == SAMPLE_ITEMS
+    assert items["item_id"].is_unique
+    assert set(items["status"]) == {"scored"}
+    assert len(alignment) == items["claims"].sum()
+    assert len(coverage) == items["questions"].sum()
+    claims = items.set_index("item_id")["claims"]
+    assert (alignment.groupby("item_id").size().reindex(claims.index, fill_value=0) == claims).all()
+    assert sorted(aggregates["metric"]) == ["alignment", "coverage", "score"]
+    assert (aggregates["n"] == SAMPLE_ITEMS).all()
+    assert (items["judge_calls"] == 3).all()
+    # The metadata mapped in the dataset config travels with each item.
+    assert json.loads(items.loc[items["item_id"] == "cup-final", "metadata"].item()) == {
+        "title": "Riverside win the county cup on penalties",
+        "domain": "sports",
+    }
+    # The baseline is lead-3: an extract, so every claim is in the source.
+    assert (items["alignment_score"] == 1.0).all()
+
+
+def test_aggregates_agree_with_the_items(
+    default_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, _ = default_run
+    items = table(run_dir, "items")
+    aggregates = table(run_dir, "aggregates").set_index("metric")
+
+    for metric, column in (
+        ("score", "score"),
+        ("alignment", "alignment_score"),
+        ("coverage", "coverage_score"),
+    ):
+        row, values = aggregates.loc[metric], items[column]
+        assert row["mean"] == pytest.approx(values.mean())
+        assert row["std"] == pytest.approx(values.std())
+        assert row["median"] == pytest.approx(values.median())
+        assert row["p25"] == pytest.approx(values.quantile(0.25))
+        assert row["ci95_low"] <= row["mean"] <= row["ci95_high"]
+    score = aggregates.loc["score"]
+    half_width = 2.060 * score["std"] / SAMPLE_ITEMS**0.5  # t(0.975, 25 df)
+    assert score["ci95_high"] - score["mean"] == pytest.approx(half_width, rel=1e-3)
+
+
+def test_the_run_is_written_as_it_goes_and_described_in_the_manifest(
+    default_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, _ = default_run
+
+    journal = (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(journal) == SAMPLE_ITEMS
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["status"] == "completed"
+    assert manifest["exit_code"] == 0
+    assert manifest["counts"] == {
+        "total": SAMPLE_ITEMS,
+        "scored": SAMPLE_ITEMS,
+        "unscorable": 0,
+        "errors": 0,
+    }
+    assert manifest["config"]["scorer"] == {"max_questions": 10, "scale": 1.0}
+    assert manifest["prompt_version"].startswith("summarization-")
+    assert manifest["judge"]["requests"] == 3 * SAMPLE_ITEMS
+    assert manifest["variant"] == "default"
+    assert manifest["finished_at"] >= manifest["started_at"]
+
+
+def test_no_secret_is_written_even_when_a_key_is_set(
+    default_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, _ = default_run
+
+    written = [path for path in run_dir.rglob("*") if path.is_file()]
+    assert written
+    for path in written:
+        assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_the_tables_load_in_duckdb(
+    default_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    run_dir, _ = default_run
+
+    rows = duckdb.sql(
+        f"""
+        SELECT i.item_id, i.score, count(c.question) FILTER (WHERE NOT c.answered) AS missed
+        FROM '{run_dir}/items.parquet' i JOIN '{run_dir}/coverage.parquet' c USING (item_id)
+        GROUP BY ALL ORDER BY i.score LIMIT 3
+        """
+    ).fetchall()
+
+    assert len(rows) == 3
+    assert all(missed >= 1 for _, _, missed in rows)
+
+
+def test_scorer_overrides_change_the_results(
+    tmp_path: Path, default_run: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
+    two = run_app(tmp_path / "two", "scorer.max_questions=2", "runner.progress=false")
+    scaled = run_app(
+        tmp_path / "scaled", "scorer.max_questions=2", "scorer.scale=10", "runner.progress=false"
+    )
+
+    assert two.returncode == 0, two.stderr
+    assert scaled.returncode == 0, scaled.stderr
+    default_items = table(default_run[0], "items").set_index("item_id")
+    two_items = table(tmp_path / "two", "items").set_index("item_id")
+    scaled_items = table(tmp_path / "scaled", "items").set_index("item_id")
+    assert default_items["questions"].max() > 2
+    assert two_items["questions"].max() == 2
+    assert table(tmp_path / "two", "coverage").groupby("item_id").size().max() == 2
+    pd.testing.assert_series_equal(scaled_items["score"], two_items["score"] * 10)
+    pd.testing.assert_series_equal(scaled_items["coverage_score"], two_items["coverage_score"])
+    assert table(tmp_path / "scaled", "items")["variant"].unique().tolist() == [
+        "scorer.max_questions=2,scorer.scale=10"
+    ]
+
+
+def test_progress_is_plain_off_a_terminal_and_can_be_turned_off(
+    tmp_path: Path, default_run: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
+    assert f"progress: {SAMPLE_ITEMS}/{SAMPLE_ITEMS} items, mean " in default_run[1].stderr
+    assert "\r" not in default_run[1].stderr
+
+    quiet = run_app(tmp_path / "quiet", "runner.progress=false", "dataset.limit=2")
+
+    assert quiet.returncode == 0
+    assert "progress:" not in quiet.stderr
+
+
+def test_the_openai_judge_end_to_end_within_a_request_rate(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    completed = run_app(
+        tmp_path / "openai",
+        "model=openai",
+        f"model.base_url={chat_server.base_url}",
+        "model.max_retries=0",
+        "dataset.limit=8",
+        "runner.judge_rpm=600",
+        env={"OPENAI_API_KEY": SECRET},
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert len(chat_server.requests) == 24
+    arrivals = sorted(request.arrived for request in chat_server.requests)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    # 600 a minute is one request per 100 ms. Overall the rate stays within the limit...
+    assert arrivals[-1] - arrivals[0] >= 0.95 * 0.1 * (len(arrivals) - 1)
+    # ...and it is paced, not bursted: any 11 requests span most of a second (the slack is
+    # for scheduling and connection set-up), where a burst would put them within milliseconds.
+    assert all(
+        later - earlier >= 0.8 for earlier, later in zip(arrivals, arrivals[10:], strict=False)
+    )
+    assert sorted(gaps)[len(gaps) // 2] >= 0.09
+    items = table(tmp_path / "openai", "items")
+    assert set(items["judge"]) == {"openai/gpt-4o-mini"}
+    assert (items["input_tokens"] > 0).all()
+
+
+def test_users_bring_their_own_dataset_and_agent_with_config_dir(tmp_path: Path) -> None:
+    (tmp_path / "conf" / "dataset").mkdir(parents=True)
+    (tmp_path / "conf" / "target").mkdir()
+    (tmp_path / "agents").mkdir()
+    pd.DataFrame(
+        {
+            "key": ["k1", "k2", "k3"],
+            "article": [
+                "Alpha beta gamma. Delta.",
+                "One two three. Four.",
+                "Red green blue. Cyan.",
+            ],
+        }
+    ).to_csv(tmp_path / "mine.csv", index=False)
+    (tmp_path / "conf" / "dataset" / "mine.yaml").write_text(
+        f"path: {tmp_path / 'mine.csv'}\nfields:\n  input: article\n  id: key\n", encoding="utf-8"
+    )
+    (tmp_path / "agents" / "my_agents.py").write_text(
+        "class FirstWords:\n"
+        "    def __init__(self, n: int) -> None:\n        self.n = n\n"
+        "    def __call__(self, text: str) -> str:\n        return ' '.join(text.split()[: self.n])\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "conf" / "target" / "first_words.yaml").write_text(
+        "_target_: my_agents.FirstWords\nn: 2\n", encoding="utf-8"
+    )
+
+    completed = run_app(
+        tmp_path / "run",
+        f"--config-dir={tmp_path / 'conf'}",
+        "dataset=mine",
+        "target=first_words",
+        env={"PYTHONPATH": str(tmp_path / "agents")},
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    items = table(tmp_path / "run", "items").set_index("item_id")
+    assert items.loc["k2", "summary"] == "One two"
+    assert items.loc["k2", "source"] == "One two three. Four."
+
+
+def test_precomputed_outputs_are_scored_without_a_target(tmp_path: Path) -> None:
+    data = tmp_path / "outputs.jsonl"
+    data.write_text(
+        json.dumps({"id": "same", "text": "The dam opened in May. It cost 9 million.", "summary": "The dam opened in May. It cost 9 million."}) + "\n"
+        + json.dumps({"id": "other", "text": "The dam opened in May. It cost 9 million.", "summary": "Penguins are birds."}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+
+    completed = run_app(
+        tmp_path / "run",
+        "target=precomputed",
+        f"dataset.path={data}",
+        "dataset.fields.output=summary",
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    scores = table(tmp_path / "run", "items").set_index("item_id")["score"]
+    assert scores["same"] == 1.0
+    assert scores["other"] == 0.0
+
+
+def test_errors_above_max_error_rate_fail_the_run(tmp_path: Path) -> None:
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "flaky.py").write_text(
+        "class Flaky:\n"
+        "    def __call__(self, text: str) -> str:\n"
+        "        if 'penalties' in text or 'bakery' in text.lower():\n"
+        "            raise RuntimeError('agent crashed')\n"
+        "        return text[:200]\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "conf" / "target").mkdir(parents=True)
+    (tmp_path / "conf" / "target" / "flaky.yaml").write_text(
+        "_target_: flaky.Flaky\n", encoding="utf-8"
+    )
+    env = {"PYTHONPATH": str(tmp_path / "agents")}
+    options = (f"--config-dir={tmp_path / 'conf'}", "target=flaky")
+
+    strict = run_app(tmp_path / "strict", *options, env=env)
+    lenient = run_app(tmp_path / "lenient", *options, "runner.max_error_rate=0.5", env=env)
+
+    assert strict.returncode == 1, strict.stderr
+    assert "more than runner.max_error_rate" in strict.stderr
+    assert lenient.returncode == 0, lenient.stderr
+    errors = table(tmp_path / "strict", "items").query("status == 'error'")
+    assert sorted(errors["item_id"]) == ["bakery-expansion", "cup-final"]
+    assert set(errors["error_type"]) == {"RuntimeError"}
+    assert set(errors["error_step"]) == {"target"}
+    assert errors["score"].isna().all()  # an error is never a score of 0

@@ -1,0 +1,323 @@
+"""run_evals (SPEC §2): means and counts, hooks, failure isolation, targets, bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from summeval_runner import (
+    ConfigError,
+    ErrorInfo,
+    FakeJudge,
+    InputError,
+    ItemResult,
+    JudgeAuthError,
+    SummarizationResult,
+    create_summarization_scorer,
+    run_evals,
+)
+
+DOCS = {
+    f"d{i}": f"Document {i} says the harbour opened in spring. It cost {i} million."
+    for i in range(6)
+}
+DATA = [{"id": key, "input": text} for key, text in DOCS.items()]
+
+
+def first_sentence(text: str) -> str:
+    return text.split(". ")[0] + "."
+
+
+def scorer_answering(answered: bool) -> Any:
+    judge = FakeJudge(
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q1", "q2"],
+        },
+        analyze={
+            "coverage": [
+                {"question": "q1", "answered": True, "reason": "r"},
+                {"question": "q2", "answered": answered, "reason": "r"},
+            ]
+        },
+    )
+    return create_summarization_scorer(judge)
+
+
+class ConstantScorer:
+    """A user's own scorer: an id and an async run()."""
+
+    def __init__(self, id: str, score: float) -> None:
+        self.id = id
+        self.score = score
+
+    async def run(self, *, input: Any, output: Any) -> float:
+        return self.score
+
+
+def test_means_and_counts_per_scorer() -> None:
+    result = asyncio.run(
+        run_evals(
+            target=first_sentence,
+            scorers=[scorer_answering(False), ConstantScorer("length", 0.25)],
+            data=DATA,
+        )
+    )
+
+    assert result.means == {"summarization-scorer": 0.5, "length": 0.25}
+    assert (
+        result.counts.total,
+        result.counts.scored,
+        result.counts.unscorable,
+        result.counts.errors,
+    ) == (6, 6, 0, 0)
+    assert [item.item_id for item in result.items] == list(DOCS)  # dataset order
+    assert result.items[0].output == "Document 0 says the harbour opened in spring."
+
+
+def test_unscorable_items_are_counted_and_left_out_of_the_mean() -> None:
+    data = [*DATA[:2], {"id": "blank", "input": "   "}]
+
+    result = asyncio.run(
+        run_evals(target=first_sentence, scorers=[scorer_answering(True)], data=data)
+    )
+
+    assert result.counts.unscorable == 1
+    assert result.counts.scored == 2
+    assert result.means["summarization-scorer"] == 1.0
+
+
+def test_the_hook_is_called_once_per_item_with_its_outcome() -> None:
+    seen: list[ItemResult] = []
+
+    asyncio.run(
+        run_evals(
+            target=first_sentence,
+            scorers=[scorer_answering(True)],
+            data=DATA,
+            on_item_complete=seen.append,
+        )
+    )
+
+    assert sorted(event.item_id for event in seen) == sorted(DOCS)
+    event = next(e for e in seen if e.item_id == "d3")
+    assert event.input == DOCS["d3"]
+    assert event.output == "Document 3 says the harbour opened in spring."
+    result = event.results["summarization-scorer"]
+    assert isinstance(result, SummarizationResult)
+    assert result.score == 1.0
+    assert event.error is None
+
+
+def test_an_async_hook_is_awaited() -> None:
+    seen: list[str] = []
+
+    async def hook(event: ItemResult) -> None:
+        await asyncio.sleep(0)
+        seen.append(event.item_id)
+
+    asyncio.run(
+        run_evals(
+            target=first_sentence,
+            scorers=[ConstantScorer("c", 1)],
+            data=DATA,
+            on_item_complete=hook,
+        )
+    )
+
+    assert sorted(seen) == sorted(DOCS)
+
+
+def test_one_failing_item_does_not_stop_the_others_and_its_hook_gets_the_error() -> None:
+    def flaky(text: str) -> str:
+        if "Document 2" in text:
+            raise TimeoutError("the agent timed out")
+        return first_sentence(text)
+
+    seen: dict[str, ItemResult] = {}
+    result = asyncio.run(
+        run_evals(
+            target=flaky,
+            scorers=[scorer_answering(True)],
+            data=DATA,
+            on_item_complete=lambda e: seen.__setitem__(e.item_id, e),
+        )
+    )
+
+    assert result.counts.errors == 1
+    assert result.counts.scored == 5
+    failed = seen["d2"]
+    assert failed.status == "error"
+    assert failed.error == ErrorInfo(
+        type="TimeoutError", message="the agent timed out", step="target"
+    )
+    assert failed.results == {}
+    assert result.means["summarization-scorer"] == 1.0
+
+
+def test_a_scorer_that_raises_is_an_item_error() -> None:
+    class Broken:
+        id = "broken"
+
+        async def run(self, *, input: Any, output: Any) -> float:
+            raise ValueError("cannot score this")
+
+    result = asyncio.run(
+        run_evals(target=first_sentence, scorers=[Broken(), ConstantScorer("ok", 1)], data=DATA[:2])
+    )
+
+    assert result.counts.errors == 2
+    item = result.items[0]
+    assert item.results["broken"] == ErrorInfo(
+        type="ValueError", message="cannot score this", step=None
+    )
+    assert item.results["ok"] == 1
+    assert result.means == {"broken": None, "ok": 1.0}
+
+
+def test_a_raising_hook_is_reported_and_the_run_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[str] = []
+
+    def hook(event: ItemResult) -> None:
+        calls.append(event.item_id)
+        raise RuntimeError("hook bug")
+
+    with caplog.at_level(logging.ERROR, logger="summeval_runner"):
+        result = asyncio.run(
+            run_evals(
+                target=first_sentence,
+                scorers=[ConstantScorer("c", 1)],
+                data=DATA,
+                on_item_complete=hook,
+            )
+        )
+
+    assert len(calls) == 6
+    assert result.hook_errors == 6
+    assert result.counts.scored == 6
+    assert "hook bug" in caplog.text
+
+
+def test_sync_and_async_targets() -> None:
+    class AsyncAgent:
+        async def __call__(self, text: str) -> str:
+            await asyncio.sleep(0)
+            return first_sentence(text)
+
+    async def async_function(text: str) -> list[dict[str, str]]:
+        return [{"role": "assistant", "content": first_sentence(text)}]
+
+    scorer = create_summarization_scorer("offline")
+    for target in (first_sentence, AsyncAgent(), async_function):
+        result = asyncio.run(run_evals(target=target, scorers=[scorer], data=DATA[:2]))
+        assert result.counts.scored == 2, target
+        assert result.means["summarization-scorer"] is not None
+
+
+def test_precomputed_outputs_need_no_target() -> None:
+    data = [
+        {"id": "a", "input": DOCS["d1"], "output": DOCS["d1"]},
+        {"id": "b", "input": DOCS["d2"], "output": "Unrelated words about penguins."},
+    ]
+
+    result = asyncio.run(run_evals(scorers=[create_summarization_scorer("offline")], data=data))
+
+    scores = {item.item_id: item.results["summarization-scorer"].score for item in result.items}
+    assert scores["a"] == 1.0
+    assert scores["b"] == 0.0
+
+
+def test_items_and_target_calls_in_flight_are_bounded() -> None:
+    counters = {"items": 0, "items_most": 0, "target": 0, "target_most": 0}
+
+    def enter(name: str) -> None:
+        counters[name] += 1
+        counters[f"{name}_most"] = max(counters[f"{name}_most"], counters[name])
+
+    async def agent(text: str) -> str:
+        enter("items")  # an item is in flight from its target call to the end of its scoring
+        enter("target")
+        await asyncio.sleep(0.005)
+        counters["target"] -= 1
+        return first_sentence(text)
+
+    class SlowScorer:
+        id = "slow"
+
+        async def run(self, *, input: Any, output: Any) -> float:
+            await asyncio.sleep(0.03)
+            counters["items"] -= 1
+            return 1.0
+
+    data = [{"id": str(i), "input": f"Text {i}. More."} for i in range(30)]
+    asyncio.run(
+        run_evals(
+            target=agent,
+            scorers=[SlowScorer()],
+            data=data,
+            max_items_in_flight=5,
+            max_target_calls_in_flight=2,
+        )
+    )
+
+    assert counters["target_most"] == 2
+    assert counters["items_most"] == 5
+
+
+def test_a_refused_key_stops_the_run() -> None:
+    judge = FakeJudge(
+        preprocess=JudgeAuthError("the judge refused the credentials (HTTP 401)", status_code=401)
+    )
+    data = [{"id": str(i), "input": f"Text {i}. More."} for i in range(50)]
+
+    with pytest.raises(JudgeAuthError):
+        asyncio.run(
+            run_evals(
+                target=first_sentence,
+                scorers=[create_summarization_scorer(judge)],
+                data=data,
+                max_items_in_flight=2,
+            )
+        )
+
+    assert len(judge.requests) < 50
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"data": [{"id": "a"}]}, InputError, "data item 0: no 'input'"),
+        (
+            {"data": [{"input": "x"}], "target": None},
+            InputError,
+            "data item 0: no 'output', and no target",
+        ),
+        ({"data": DATA, "scorers": []}, ConfigError, "scorers must hold at least one scorer"),
+        (
+            {"data": DATA, "scorers": [ConstantScorer("a", 1), ConstantScorer("a", 2)]},
+            ConfigError,
+            "scorer ids must be unique",
+        ),
+        (
+            {"data": DATA, "max_items_in_flight": 0},
+            ConfigError,
+            "max_items_in_flight must be >= 1, got 0",
+        ),
+    ],
+)
+def test_bad_arguments_fail_before_any_call(
+    kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    calls: list[str] = []
+
+    def target(text: str) -> str:
+        calls.append(text)
+        return text
+
+    arguments = {"target": target, "scorers": [ConstantScorer("c", 1)]} | kwargs
+    with pytest.raises(error, match=message):
+        asyncio.run(run_evals(**arguments))
+    assert calls == []
