@@ -48,7 +48,12 @@ class Recorded:
         return "\n".join(str(m.get("content", "")) for m in self.body.get("messages", []))
 
 
+SUMMARY_REPLY = "The model's summary of the text."
+
+
 def step_of(body: dict[str, Any]) -> str:
+    if "response_format" not in body:
+        return "summarize"  # a plain chat request, as the bundled LLM summarizer sends
     name = body.get("response_format", {}).get("json_schema", {}).get("name", "")
     if name:
         return str(name).removeprefix("summarization_")
@@ -119,7 +124,12 @@ class ChatServer:
         if isinstance(entry, Fault):
             error = {"message": entry.message, "type": "test", "code": entry.code}
             return entry.status, {"error": error}, entry.headers
-        content = entry.content if isinstance(entry, Reply) else json.dumps(valid_content(body))
+        if isinstance(entry, Reply):
+            content = entry.content
+        elif step_of(body) == "summarize":
+            content = SUMMARY_REPLY
+        else:
+            content = json.dumps(valid_content(body))
         completion = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner._io._tables import TABLES
-from tests.chat_server import ChatServer
+from tests.chat_server import SUMMARY_REPLY, ChatServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_ITEMS = (
@@ -330,3 +330,29 @@ def test_errors_above_max_error_rate_fail_the_run(tmp_path: Path) -> None:
     assert set(errors["error_type"]) == {"RuntimeError"}
     assert set(errors["error_step"]) == {"target"}
     assert errors["score"].isna().all()  # an error is never a score of 0
+
+
+def test_the_llm_summarizer_agent_is_swept_against_a_fixed_judge(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    completed = run_app(
+        tmp_path / "llm",
+        "target=llm_summarizer",
+        f"target.base_url={chat_server.base_url}",
+        "target.name=small-model",
+        "target.prompt=Summarize in one sentence.",
+        "dataset.limit=3",
+        env={"OPENAI_API_KEY": SECRET},
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert len(chat_server.requests) == 3  # the agent's calls; the judge is offline
+    request = chat_server.requests[0].body
+    assert request["model"] == "small-model"
+    assert request["messages"][0] == {"role": "system", "content": "Summarize in one sentence."}
+    assert request["messages"][1]["content"].startswith("The town council of Harwick")
+    items = table(tmp_path / "llm", "items")
+    assert set(items["summary"]) == {SUMMARY_REPLY}
+    assert set(items["variant"]) == {
+        f"dataset.limit=3,target.base_url={chat_server.base_url},target.name=small-model,target.prompt=Summarize in one sentence.,target=llm_summarizer"
+    }
