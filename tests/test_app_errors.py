@@ -64,3 +64,15 @@ def test_a_missing_key_is_bad_config(tmp_path: Path) -> None:
 
     assert completed.returncode == 2
     assert "OPENAI_API_KEY" in completed.stderr
+
+
+def test_a_run_directory_that_holds_a_run_is_not_reused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert run_app(run_dir, "dataset.limit=2", "runner.progress=false").returncode == 0
+    before = {path: path.read_bytes() for path in run_dir.glob("*.parquet")}
+
+    again = run_app(run_dir, "dataset.limit=3", "runner.progress=false")
+
+    assert again.returncode == 2
+    assert f"hydra.run.dir {run_dir} already holds a run" in again.stderr
+    assert {path: path.read_bytes() for path in run_dir.glob("*.parquet")} == before

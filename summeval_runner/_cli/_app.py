@@ -31,7 +31,7 @@ from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
 from summeval_runner._io._datasets import FieldMap, Item, load_dataset
 from summeval_runner._io._manifest import scrub, write_manifest
-from summeval_runner._io._tables import RunWriter, scorer_rows
+from summeval_runner._io._tables import JOURNAL, RunWriter, scorer_rows
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._messages import extract_source, extract_summary
 from summeval_runner._runner._limits import LimitedJudge
@@ -233,12 +233,17 @@ def run_job(cfg: DictConfig) -> int:
     """One run: plan, execute, write the tables and the manifest, print a summary."""
     started_at = datetime.now(timezone.utc)
     clock = time.perf_counter()
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        if (run_dir / JOURNAL).exists():
+            # Appending would mix two runs in one set of tables; replacing would lose one.
+            raise ConfigError(
+                f"hydra.run.dir {run_dir} already holds a run; choose another directory"
+            )
         job = plan(cfg)
     except SummevalError as error:
         print(f"summeval-run: error: {scrub(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
     run_id = uuid.uuid4().hex[:12]
     writer = RunWriter(run_dir)
     sink = _TableSink(writer, run_id, job.variant, job.scorer)

@@ -21,12 +21,16 @@ import pyarrow.parquet as pq
 
 from summeval_runner._scorers._result import ErrorInfo, SummarizationResult
 
+# Every row says which run, variant, item and scorer it belongs to.
+_KEY_FIELDS = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("variant", pa.string(), nullable=False),
+    pa.field("item_id", pa.string(), nullable=False),
+    pa.field("scorer_id", pa.string(), nullable=False),
+]
 ITEMS_SCHEMA = pa.schema(
     [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("variant", pa.string(), nullable=False),
-        pa.field("item_id", pa.string(), nullable=False),
-        pa.field("scorer_id", pa.string(), nullable=False),
+        *_KEY_FIELDS,
         pa.field("status", pa.string(), nullable=False),
         pa.field("score", pa.float64()),
         pa.field("alignment_score", pa.float64()),
@@ -57,10 +61,7 @@ ITEMS_SCHEMA = pa.schema(
 )
 ALIGNMENT_SCHEMA = pa.schema(
     [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("variant", pa.string(), nullable=False),
-        pa.field("item_id", pa.string(), nullable=False),
-        pa.field("scorer_id", pa.string(), nullable=False),
+        *_KEY_FIELDS,
         pa.field("position", pa.int32(), nullable=False),
         pa.field("claim", pa.string(), nullable=False),
         pa.field("supported", pa.bool_(), nullable=False),
@@ -69,10 +70,7 @@ ALIGNMENT_SCHEMA = pa.schema(
 )
 COVERAGE_SCHEMA = pa.schema(
     [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("variant", pa.string(), nullable=False),
-        pa.field("item_id", pa.string(), nullable=False),
-        pa.field("scorer_id", pa.string(), nullable=False),
+        *_KEY_FIELDS,
         pa.field("position", pa.int32(), nullable=False),
         pa.field("question", pa.string(), nullable=False),
         pa.field("answered", pa.bool_(), nullable=False),
@@ -108,6 +106,7 @@ TABLES: Mapping[str, pa.Schema] = {
     "coverage": COVERAGE_SCHEMA,
     "aggregates": AGGREGATES_SCHEMA,
 }
+JOURNAL = "journal.jsonl"
 METRICS = (("score", "score"), ("alignment", "alignment_score"), ("coverage", "coverage_score"))
 _COMPACT_BATCH = 2000
 
@@ -219,7 +218,7 @@ class RunWriter:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.journal_path = run_dir / "journal.jsonl"
+        self.journal_path = run_dir / JOURNAL
         run_dir.mkdir(parents=True, exist_ok=True)
         self._journal: TextIO = self.journal_path.open("a", encoding="utf-8")
 

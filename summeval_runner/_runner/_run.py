@@ -142,6 +142,126 @@ async def _call_target(target: Callable[[Any], Any], input: Any) -> Any:
     return await output if inspect.isawaitable(output) else output
 
 
+class _Batch:
+    """One call of ``run_evals``: its parts, its bounds, and what it has gathered so far."""
+
+    def __init__(
+        self,
+        *,
+        scorers: Sequence[Scorer],
+        ids: list[str],
+        target: Callable[[Any], Any] | None,
+        hooks: list[Hook],
+        max_items_in_flight: int,
+        max_target_calls_in_flight: int,
+        reporter: ProgressReporter | None,
+    ) -> None:
+        self.scorers = scorers
+        self.ids = ids
+        self.target = target
+        self.hooks = hooks
+        self.reporter = reporter
+        self.item_slots = asyncio.Semaphore(max_items_in_flight)
+        self.target_slots = asyncio.Semaphore(max_target_calls_in_flight)
+        self.done: list[tuple[int, ItemResult]] = []
+        self.hook_errors = 0
+        self.fatal: list[JudgeAuthError] = []
+
+    async def run(self, items: Sequence[Item]) -> None:
+        """Launch items as slots free up (never all at once), then wait for those in flight."""
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            for position, item in enumerate(items):
+                await self.item_slots.acquire()
+                if self.fatal:
+                    self.item_slots.release()
+                    break
+                task = asyncio.create_task(self.process(position, item))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await asyncio.gather(*tasks)
+        finally:
+            if self.reporter is not None:
+                self.reporter.close()
+
+    async def process(self, position: int, item: Item) -> None:
+        try:
+            result = await self.evaluate(item)
+        except JudgeAuthError as error:
+            self.fatal.append(error)
+            return
+        finally:
+            self.item_slots.release()
+        self.done.append((position, result))
+        for hook in self.hooks:
+            try:
+                returned = hook(result)
+                if inspect.isawaitable(returned):
+                    await returned
+            except Exception:
+                self.hook_errors += 1
+                logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
+        if self.reporter is not None:
+            first = result.results.get(self.ids[0])
+            self.reporter.update(score=score_of(first), error=result.status == "error")
+
+    async def evaluate(self, item: Item) -> ItemResult:
+        output, target_error, latency = item.output, None, None
+        if self.target is not None:
+            started = time.perf_counter()
+            try:
+                async with self.target_slots:
+                    output = await _call_target(self.target, item.input)
+                if not isinstance(output, str | list | Mapping):
+                    raise InputError(
+                        f"the target must return a string or messages, got {type(output).__name__}"
+                    )
+            except Exception as error:
+                output, target_error = None, _error(error, "target")
+            latency = time.perf_counter() - started
+        results = {} if target_error else await self.score(item.input, output)
+        return ItemResult(
+            item_id=item.id,
+            input=item.input,
+            output=output,
+            metadata=item.metadata,
+            results=results,
+            error=target_error or _first_failure(results),
+            target_latency_s=latency,
+        )
+
+    async def score(self, input: Any, output: Any) -> dict[str, Any]:
+        """Every scorer's result, or the ErrorInfo of the scorer that raised."""
+        outcomes = await asyncio.gather(
+            *(scorer.run(input=input, output=output) for scorer in self.scorers),
+            return_exceptions=True,
+        )
+        results: dict[str, Any] = {}
+        for scorer_id, outcome in zip(self.ids, outcomes, strict=True):
+            if isinstance(outcome, JudgeAuthError):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome  # cancellation and interrupts are not item failures
+                outcome = _error(outcome, None)
+            results[scorer_id] = outcome
+        return results
+
+
+def _scorer_ids(scorers: Sequence[Scorer]) -> list[str]:
+    if not scorers:
+        raise ConfigError("scorers must hold at least one scorer, got none")
+    ids: list[str] = []
+    for scorer in scorers:
+        scorer_id = getattr(scorer, "id", None)
+        if not isinstance(scorer_id, str) or not callable(getattr(scorer, "run", None)):
+            raise ConfigError(f"a scorer needs a string id and an async run(), got {scorer!r}")
+        ids.append(scorer_id)
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"scorer ids must be unique, got {ids}")
+    return ids
+
+
 async def run_evals(
     *,
     scorers: Sequence[Scorer],
@@ -161,110 +281,29 @@ async def run_evals(
     run goes on. One item's failure never stops the others; only a refused key or an exhausted
     quota (``JudgeAuthError``) stops the run, since every later call would fail the same way.
     """
-    if not scorers:
-        raise ConfigError("scorers must hold at least one scorer, got none")
-    ids: list[str] = []
-    for scorer in scorers:
-        scorer_id = getattr(scorer, "id", None)
-        if not isinstance(scorer_id, str) or not callable(getattr(scorer, "run", None)):
-            raise ConfigError(f"a scorer needs a string id and an async run(), got {scorer!r}")
-        ids.append(scorer_id)
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"scorer ids must be unique, got {ids}")
+    ids = _scorer_ids(scorers)
     if max_items_in_flight < 1:
         raise ConfigError(f"max_items_in_flight must be >= 1, got {max_items_in_flight}")
     items = _as_items(data, has_target=target is not None)
-    hooks: list[Hook] = (
-        []
-        if on_item_complete is None
-        else [on_item_complete]
-        if callable(on_item_complete)
-        else list(on_item_complete)
+    if on_item_complete is None:
+        hooks: list[Hook] = []
+    elif callable(on_item_complete):
+        hooks = [on_item_complete]
+    else:
+        hooks = list(on_item_complete)
+    batch = _Batch(
+        scorers=scorers,
+        ids=ids,
+        target=target,
+        hooks=hooks,
+        max_items_in_flight=max_items_in_flight,
+        max_target_calls_in_flight=max_target_calls_in_flight or max_items_in_flight,
+        reporter=ProgressReporter(len(items), request_rate=request_rate) if progress else None,
     )
-    target_slots = asyncio.Semaphore(max_target_calls_in_flight or max_items_in_flight)
-    item_slots = asyncio.Semaphore(max_items_in_flight)
-    reporter = ProgressReporter(len(items), request_rate=request_rate) if progress else None
-    done: list[tuple[int, ItemResult]] = []
-    hook_errors = 0
-    fatal: list[JudgeAuthError] = []
-
-    async def evaluate(item: Item) -> ItemResult:
-        output, target_error, latency = item.output, None, None
-        if target is not None:
-            started = time.perf_counter()
-            try:
-                async with target_slots:
-                    output = await _call_target(target, item.input)
-                if not isinstance(output, str | list | Mapping):
-                    raise InputError(
-                        f"the target must return a string or messages, got {type(output).__name__}"
-                    )
-            except Exception as error:
-                output, target_error = None, _error(error, "target")
-            latency = time.perf_counter() - started
-        results: dict[str, Any] = {}
-        if target_error is None:
-            outcomes = await asyncio.gather(
-                *(scorer.run(input=item.input, output=output) for scorer in scorers),
-                return_exceptions=True,
-            )
-            for scorer_id, outcome in zip(ids, outcomes, strict=True):
-                if isinstance(outcome, JudgeAuthError):
-                    raise outcome
-                if isinstance(outcome, BaseException):
-                    if not isinstance(outcome, Exception):
-                        raise outcome  # cancellation and interrupts are not item failures
-                    outcome = _error(outcome, None)
-                results[scorer_id] = outcome
-        return ItemResult(
-            item_id=item.id,
-            input=item.input,
-            output=output,
-            metadata=item.metadata,
-            results=results,
-            error=target_error or _first_failure(results),
-            target_latency_s=latency,
-        )
-
-    async def process(position: int, item: Item) -> None:
-        nonlocal hook_errors
-        try:
-            result = await evaluate(item)
-        except JudgeAuthError as error:
-            fatal.append(error)
-            return
-        finally:
-            item_slots.release()
-        done.append((position, result))
-        for hook in hooks:
-            try:
-                returned = hook(result)
-                if inspect.isawaitable(returned):
-                    await returned
-            except Exception:
-                hook_errors += 1
-                logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
-        if reporter is not None:
-            first_score = score_of(result.results[ids[0]]) if ids[0] in result.results else None
-            reporter.update(score=first_score, error=result.status == "error")
-
-    tasks: set[asyncio.Task[None]] = set()
-    try:
-        for position, item in enumerate(items):
-            await item_slots.acquire()
-            if fatal:
-                item_slots.release()
-                break
-            task = asyncio.create_task(process(position, item))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        await asyncio.gather(*tasks)
-    finally:
-        if reporter is not None:
-            reporter.close()
-    if fatal:
-        raise fatal[0]
-    ordered = tuple(result for _, result in sorted(done, key=lambda pair: pair[0]))
+    await batch.run(items)
+    if batch.fatal:
+        raise batch.fatal[0]
+    ordered = tuple(result for _, result in sorted(batch.done, key=lambda pair: pair[0]))
     return EvalRunResult(
         means={scorer_id: _mean(ordered, scorer_id) for scorer_id in ids},
         counts=RunCounts(
@@ -274,7 +313,7 @@ async def run_evals(
             errors=sum(r.status == "error" for r in ordered),
         ),
         items=ordered,
-        hook_errors=hook_errors,
+        hook_errors=batch.hook_errors,
     )
 
 
