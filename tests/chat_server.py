@@ -92,6 +92,7 @@ class ChatServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self._script: deque[Reply | Fault] = deque()
+        self._always: Fault | None = None
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
@@ -107,6 +108,10 @@ class ChatServer:
         with self._lock:
             self._script.extend(entries)
 
+    def fail_every_request(self, fault: Fault) -> None:
+        with self._lock:
+            self._always = fault
+
     def start(self) -> ChatServer:
         self._thread.start()
         return self
@@ -120,7 +125,7 @@ class ChatServer:
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
         with self._lock:
             self.requests.append(record)
-            entry = self._script.popleft() if self._script else None
+            entry = self._always or (self._script.popleft() if self._script else None)
         if isinstance(entry, Fault):
             error = {"message": entry.message, "type": "test", "code": entry.code}
             return entry.status, {"error": error}, entry.headers

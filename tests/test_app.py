@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner._io._tables import TABLES
-from tests.chat_server import SUMMARY_REPLY, ChatServer
+from tests.chat_server import SUMMARY_REPLY, ChatServer, Fault
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_ITEMS = (
@@ -356,3 +356,26 @@ def test_the_llm_summarizer_agent_is_swept_against_a_fixed_judge(
     assert set(items["variant"]) == {
         f"dataset.limit=3,target.base_url={chat_server.base_url},target.name=small-model,target.prompt=Summarize in one sentence.,target=llm_summarizer"
     }
+
+
+@pytest.mark.parametrize("role", ["model", "target"])
+def test_a_refused_key_stops_the_run_with_one_message(
+    tmp_path: Path, chat_server: ChatServer, role: str
+) -> None:
+    chat_server.fail_every_request(Fault(401, "Incorrect API key provided"))
+    endpoint = (
+        ["model=openai", f"model.base_url={chat_server.base_url}"]
+        if role == "model"
+        else ["target=llm_summarizer", f"target.base_url={chat_server.base_url}"]
+    )
+
+    completed = run_app(
+        tmp_path / "run", *endpoint, "runner.max_items_in_flight=2", env={"OPENAI_API_KEY": SECRET}
+    )
+
+    assert completed.returncode == 1
+    assert completed.stderr.count("refused the credentials (HTTP 401)") == 1
+    assert len(chat_server.requests) <= 4  # the items in flight, not one per item
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["status"] == "aborted"
+    assert len(table(tmp_path / "run", "items")) == 0  # readable, and nothing counted as scored

@@ -27,21 +27,22 @@ def redact(value: Any) -> Any:
     return value
 
 
-def _environment_secrets() -> list[str]:
-    return [
+def environment_secrets() -> tuple[str, ...]:
+    """The values of environment variables whose names say they hold a secret."""
+    return tuple(
         value
         for name, value in os.environ.items()
         if _SECRET_VARIABLE.search(name) and len(value) >= 8
-    ]
+    )
 
 
-def scrub(text: str) -> str:
+def scrub(text: str, secrets: tuple[str, ...] | None = None) -> str:
     """Remove the values of secret environment variables from text about to reach the disk.
 
     A key can arrive in an error message or a config value under an innocent name; this is the
     last line of defence after ``redact``.
     """
-    for secret in _environment_secrets():
+    for secret in environment_secrets() if secrets is None else secrets:
         text = text.replace(secret, REDACTED)
     return text
 

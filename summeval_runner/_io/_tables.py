@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from summeval_runner._io._manifest import environment_secrets, scrub
 from summeval_runner._scorers._result import ErrorInfo, SummarizationResult
 
 # Every row says which run, variant, item and scorer it belongs to.
@@ -221,10 +222,16 @@ class RunWriter:
         self.journal_path = run_dir / JOURNAL
         run_dir.mkdir(parents=True, exist_ok=True)
         self._journal: TextIO = self.journal_path.open("a", encoding="utf-8")
+        self._secrets = environment_secrets()
 
     def write(self, rows: Mapping[str, list[dict[str, Any]]]) -> None:
-        """Append one item's rows to the journal, flushed so that a crash cannot lose them."""
-        self._journal.write(json.dumps(rows, ensure_ascii=False, default=str) + "\n")
+        """Append one item's rows to the journal, flushed so that a crash cannot lose them.
+
+        Values of secret environment variables are scrubbed first: an error message that
+        quoted a key must not carry it to disk.
+        """
+        line = json.dumps(rows, ensure_ascii=False, default=str)
+        self._journal.write(scrub(line, self._secrets) + "\n")
         self._journal.flush()
 
     def close(self) -> None:

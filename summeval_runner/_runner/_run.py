@@ -216,6 +216,8 @@ class _Batch:
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"
                     )
+            except JudgeAuthError:
+                raise  # an agent behind a refused key fails every item the same way
             except Exception as error:
                 output, target_error = None, _error(error, "target")
             latency = time.perf_counter() - started

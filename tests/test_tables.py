@@ -1,0 +1,137 @@
+"""The run writer: journal, compaction, aggregates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from summeval_runner import ErrorInfo
+from summeval_runner._io._tables import RunWriter, scorer_rows, t_critical_95
+
+
+def rows(item_id: str, result: object) -> dict[str, list[dict[str, object]]]:
+    return scorer_rows(
+        run_id="r1",
+        variant="v",
+        item_id=item_id,
+        scorer_id="s",
+        result=result,
+        source="src",
+        summary="sum",
+        target_latency_s=0.1,
+        metadata={},
+    )
+
+
+class Scored:
+    status = "scored"
+    reason = "ok"
+
+    def __init__(self, score: float) -> None:
+        self.score = score
+
+
+def test_a_secret_quoted_in_an_error_never_reaches_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "sk-live-abcdef123456")
+    writer = RunWriter(tmp_path)
+    error = ErrorInfo(type="JudgeAPIError", message="bad request with key sk-live-abcdef123456")
+
+    writer.write(rows("a", error))
+    writer.finish()
+
+    for path in tmp_path.iterdir():
+        assert b"sk-live-abcdef123456" not in path.read_bytes(), path
+    assert (
+        pd.read_parquet(tmp_path / "items.parquet")["error_message"].item()
+        == "bad request with key ***"
+    )
+
+
+def test_a_journal_line_cut_short_by_a_crash_is_ignored(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    writer.write(rows("a", Scored(0.5)))
+    writer.close()
+    with (tmp_path / "journal.jsonl").open("a", encoding="utf-8") as journal:
+        journal.write('{"items": [{"run_id": "r1", "item')
+
+    RunWriter(tmp_path).finish()
+
+    assert pd.read_parquet(tmp_path / "items.parquet")["item_id"].tolist() == ["a"]
+
+
+def test_aggregates_count_statuses_and_clip_the_interval(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    for index, score in enumerate([1.0, 1.0, 1.0, 0.2]):
+        writer.write(
+            scorer_rows(
+                run_id="r1",
+                variant="v",
+                item_id=str(index),
+                scorer_id="s",
+                result=Scored(score),
+                source=None,
+                summary=None,
+                target_latency_s=None,
+                metadata={},
+            )
+        )
+    writer.write(rows("failed", ErrorInfo(type="TimeoutError", message="slow", step="target")))
+    writer.finish()
+
+    (aggregate,) = (
+        pd.read_parquet(tmp_path / "aggregates.parquet")
+        .query("metric == 'score'")
+        .to_dict("records")
+    )
+    assert (aggregate["items"], aggregate["scored"], aggregate["errors"], aggregate["n"]) == (
+        5,
+        4,
+        1,
+        4,
+    )
+    assert aggregate["mean"] == pytest.approx(0.8)
+    half_width = t_critical_95(3) * pd.Series([1.0, 1.0, 1.0, 0.2]).std() / 2
+    assert aggregate["ci95_low"] == pytest.approx(0.8 - half_width)
+    # A generic scorer's results carry no scale, so the interval is not clipped.
+    assert aggregate["ci95_high"] == pytest.approx(0.8 + half_width)
+
+
+@pytest.mark.parametrize(
+    ("df", "value"), [(1, 12.706), (10, 2.228), (30, 2.042), (60, 2.0), (1000, 1.962)]
+)
+def test_t_critical_values(df: int, value: float) -> None:
+    assert t_critical_95(df) == pytest.approx(value, abs=0.003)
+
+
+def test_a_summarization_interval_never_leaves_the_metric_range(tmp_path: Path) -> None:
+    from summeval_runner import FakeJudge, create_summarization_scorer
+
+    def result(answered: list[bool]) -> object:
+        judge = FakeJudge(
+            preprocess={
+                "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                "questions": [f"q{i}" for i in range(len(answered))],
+            },
+            analyze={
+                "coverage": [
+                    {"question": f"q{i}", "answered": a, "reason": "r"}
+                    for i, a in enumerate(answered)
+                ]
+            },
+        )
+        return create_summarization_scorer(judge).run_sync(input="Source.", output="Summary.")
+
+    writer = RunWriter(tmp_path)
+    for index, answered in enumerate([[True], [True], [True], [True, False, False, False, False]]):
+        writer.write(rows(str(index), result(answered)))
+    writer.finish()
+
+    aggregates = pd.read_parquet(tmp_path / "aggregates.parquet").set_index("metric")
+    assert aggregates.loc["coverage", "mean"] == pytest.approx(0.8)
+    half_width = t_critical_95(3) * pd.Series([1.0, 1.0, 1.0, 0.2]).std() / 2
+    assert aggregates.loc["coverage", "ci95_high"] == 1.0  # the t-interval alone reaches 1.44
+    assert aggregates.loc["coverage", "ci95_low"] == pytest.approx(0.8 - half_width)
