@@ -225,16 +225,18 @@ def test_the_openai_judge_end_to_end_within_a_request_rate(
 
     assert completed.returncode == 0, completed.stderr
     assert len(chat_server.requests) == 24
-    arrivals = sorted(request.arrived for request in chat_server.requests)
+    # The first request also carries the client's start-up, so it can arrive late and land next
+    # to the second; the pacing shows from the second request on.
+    arrivals = sorted(request.arrived for request in chat_server.requests)[1:]
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
     # 600 a minute is one request per 100 ms. Overall the rate stays within the limit...
     assert arrivals[-1] - arrivals[0] >= 0.95 * 0.1 * (len(arrivals) - 1)
-    # ...and it is paced, not bursted: any 11 requests span most of a second (the slack is
-    # for scheduling and connection set-up), where a burst would put them within milliseconds.
+    # ...and it is paced, not bursted: any 11 requests span most of a second (slack for a
+    # scheduling hiccup on a busy machine), where a burst would put them within milliseconds.
     assert all(
         later - earlier >= 0.8 for earlier, later in zip(arrivals, arrivals[10:], strict=False)
     )
-    assert sorted(gaps)[len(gaps) // 2] >= 0.09
+    assert sorted(gaps)[len(gaps) // 2] >= 0.095
     items = table(tmp_path / "openai", "items")
     assert set(items["judge"]) == {"openai/gpt-4o-mini"}
     assert (items["input_tokens"] > 0).all()
@@ -347,10 +349,15 @@ def test_the_llm_summarizer_agent_is_swept_against_a_fixed_judge(
 
     assert completed.returncode == 0, completed.stderr
     assert len(chat_server.requests) == 3  # the agent's calls; the judge is offline
-    request = chat_server.requests[0].body
-    assert request["model"] == "small-model"
-    assert request["messages"][0] == {"role": "system", "content": "Summarize in one sentence."}
-    assert request["messages"][1]["content"].startswith("The town council of Harwick")
+    bodies = [request.body for request in chat_server.requests]
+    assert {body["model"] for body in bodies} == {"small-model"}
+    assert all(
+        body["messages"][0] == {"role": "system", "content": "Summarize in one sentence."}
+        for body in bodies
+    )
+    # The three documents, in whatever order the concurrent calls arrived.
+    sent = sorted(body["messages"][1]["content"][:20] for body in bodies)
+    assert sent == ["A team from the Valm", "Riverside Athletic w", "The town council of "]
     items = table(tmp_path / "llm", "items")
     assert set(items["summary"]) == {SUMMARY_REPLY}
     assert set(items["variant"]) == {

@@ -248,7 +248,7 @@ def test_items_and_target_calls_in_flight_are_bounded() -> None:
         id = "slow"
 
         async def run(self, *, input: Any, output: Any) -> float:
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.1)
             counters["items"] -= 1
             return 1.0
 
