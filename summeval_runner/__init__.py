@@ -4,6 +4,8 @@ The public API is exactly ``__all__``; every other module is private (its name s
 and may change without notice.
 """
 
+from importlib.metadata import version as _version
+
 from summeval_runner._errors import (
     ConfigError,
     InputError,
@@ -50,7 +52,8 @@ from summeval_runner._scorers._summarization import (
     create_summarization_scorer,
 )
 
-__version__ = "0.1.0"
+# The version is declared once, in pyproject.toml; the installed package's metadata carries it.
+__version__ = _version("summeval_runner")
 
 __all__ = [
     "PROMPT_VERSION",

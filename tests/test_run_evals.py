@@ -286,10 +286,27 @@ def test_a_refused_key_stops_the_run() -> None:
     assert len(judge.requests) < 50
 
 
+def test_items_without_ids_get_stable_unique_ids() -> None:
+    data = [{"input": "Same text."}, {"input": "Other text."}, {"input": "Same text."}]
+
+    result = asyncio.run(
+        run_evals(target=first_sentence, scorers=[ConstantScorer("c", 1)], data=data)
+    )
+
+    first, other, repeated = (item.item_id for item in result.items)
+    assert repeated == f"{first}-2"
+    assert len({first, other, repeated}) == 3
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
         ({"data": [{"id": "a"}]}, InputError, "data item 0: no 'input'"),
+        (
+            {"data": [{"id": "a", "input": "x"}, {"id": "a", "input": "y"}]},
+            InputError,
+            "data item 1: duplicate id 'a'; first seen at data item 0",
+        ),
         (
             {"data": [{"input": "x"}], "target": None},
             InputError,

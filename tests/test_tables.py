@@ -135,3 +135,41 @@ def test_a_summarization_interval_never_leaves_the_metric_range(tmp_path: Path) 
     half_width = t_critical_95(3) * pd.Series([1.0, 1.0, 1.0, 0.2]).std() / 2
     assert aggregates.loc["coverage", "ci95_high"] == 1.0  # the t-interval alone reaches 1.44
     assert aggregates.loc["coverage", "ci95_low"] == pytest.approx(0.8 - half_width)
+
+
+class Custom:
+    """A user's scorer result with a status of its own and a boolean verdict."""
+
+    def __init__(self, status: str, score: object) -> None:
+        self.status = status
+        self.score = score
+
+
+@pytest.mark.parametrize(
+    ("result", "status", "score"),
+    [
+        (Custom("ok", 0.5), "scored", 0.5),  # an unknown status is a scored result, as in run_evals
+        (Custom("scored", True), "scored", None),  # a bool is a verdict, not a score
+        (Custom("unscorable", 0.0), "unscorable", 0.0),
+        (Custom("error", 0.0), "error", None),  # an error never carries a score
+        (0.75, "scored", 0.75),
+    ],
+)
+def test_other_scorers_results_are_read_as_run_evals_reads_them(
+    result: object, status: str, score: float | None
+) -> None:
+    from summeval_runner._runner._run import ItemResult
+
+    (row,) = rows("a", result)["items"]
+    item = ItemResult(
+        item_id="a",
+        input="i",
+        output="o",
+        metadata={},
+        results={"s": result},
+        error=None,
+        target_latency_s=None,
+    )
+
+    assert (row["status"], row["score"]) == (status, score)
+    assert item.status == status

@@ -27,6 +27,7 @@ from hydra.types import RunMode
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from summeval_runner import __version__
 from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
 from summeval_runner._io._datasets import FieldMap, Item, load_dataset
@@ -281,7 +282,7 @@ def run_job(cfg: DictConfig) -> int:
             "started_at": started_at.isoformat(),
             "finished_at": datetime.now(timezone.utc).isoformat(),
             "duration_s": round(duration, 3),
-            "package_version": _package_version(),
+            "package_version": __version__,
             "prompt_version": PROMPT_VERSION,
             "python_version": platform.python_version(),
             "config": OmegaConf.to_container(cfg, resolve=True),
@@ -302,12 +303,6 @@ def run_job(cfg: DictConfig) -> int:
             file=sys.stderr,
         )
     return exit_code
-
-
-def _package_version() -> str:
-    from summeval_runner import __version__
-
-    return __version__
 
 
 def _print_summary(

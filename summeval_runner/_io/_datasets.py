@@ -112,6 +112,34 @@ def generated_id(input: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+class IdAllocator:
+    """Gives each item a unique id: the data's own, or a stable hash of its input.
+
+    The same input twice without ids gets ``-2``, ``-3`` suffixes in order, so ids stay stable;
+    the same explicit id twice is an error that names both places.
+    """
+
+    def __init__(self, field_note: str = "") -> None:
+        self._field_note = field_note
+        self._first_at: dict[str, str] = {}
+
+    def assign(self, raw_id: Any, input: Any, *, where: str, position: str) -> str:
+        """The id of the item at ``position`` (``where`` prefixes an error's message)."""
+        item_id = str(raw_id) if raw_id is not None else generated_id(input)
+        if item_id in self._first_at:
+            if raw_id is not None:
+                raise DatasetError(
+                    f"{where}: duplicate id {item_id!r}{self._field_note}; "
+                    f"first seen at {self._first_at[item_id]}"
+                )
+            copy = 2
+            while f"{item_id}-{copy}" in self._first_at:
+                copy += 1
+            item_id = f"{item_id}-{copy}"
+        self._first_at[item_id] = position
+        return item_id
+
+
 def load_dataset(
     path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
 ) -> list[Item]:
@@ -122,7 +150,7 @@ def load_dataset(
         raise DatasetError(f"dataset.limit must be >= 1 or null, got {limit}")
     kind = detect_format(path, format)
     items: list[Item] = []
-    first_row_of: dict[str, int] = {}
+    ids = IdAllocator(" (dataset.fields.id)")
     has_ids: bool | None = None
     for number, row in _rows(path, kind):
         where = f"{path} row {number}"
@@ -168,23 +196,9 @@ def load_dataset(
                 f"{where}: field {fields.id!r} (dataset.fields.id) must be a string or an integer, "
                 f"got {_describe(raw_id)}"
             )
-        item_id = str(raw_id) if raw_id is not None else generated_id(value)
-        if item_id in first_row_of:
-            if raw_id is None:
-                # The same input twice without ids: number the copies, keeping ids stable.
-                copy = 2
-                while f"{item_id}-{copy}" in first_row_of:
-                    copy += 1
-                item_id = f"{item_id}-{copy}"
-            else:
-                raise DatasetError(
-                    f"{where}: duplicate id {item_id!r} (dataset.fields.id); "
-                    f"first seen at row {first_row_of[item_id]}"
-                )
-        first_row_of[item_id] = number
         items.append(
             Item(
-                id=item_id,
+                id=ids.assign(raw_id, value, where=where, position=f"row {number}"),
                 input=value,
                 output=output,
                 ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,

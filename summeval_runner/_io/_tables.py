@@ -20,7 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from summeval_runner._io._manifest import environment_secrets, scrub
-from summeval_runner._scorers._result import ErrorInfo, SummarizationResult
+from summeval_runner._scorers._result import (
+    ErrorInfo,
+    SummarizationResult,
+    number_of,
+    status_of,
+)
 
 # Every row says which run, variant, item and scorer it belongs to.
 _KEY_FIELDS = [
@@ -167,10 +172,10 @@ def scorer_rows(
                         }
                     )
     else:
-        score = getattr(result, "score", result)
+        status = status_of(result)
         row |= {
-            "status": str(getattr(result, "status", "scored")),
-            "score": float(score) if isinstance(score, int | float) else None,
+            "status": status,
+            "score": number_of(result) if status != "error" else None,
             "reason": getattr(result, "reason", None),
         }
     return {"items": [row], "alignment": alignment, "coverage": coverage}

@@ -8,13 +8,13 @@ import logging
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from summeval_runner._errors import ConfigError, InputError, JudgeAuthError
-from summeval_runner._io._datasets import Item, generated_id
+from summeval_runner._io._datasets import IdAllocator, Item
 from summeval_runner._runner._progress import ProgressReporter
-from summeval_runner._scorers._result import ErrorInfo, FailedStep, Status
+from summeval_runner._scorers._result import ErrorInfo, FailedStep, Status, number_of, status_of
 
 logger = logging.getLogger("summeval_runner")
 
@@ -75,21 +75,9 @@ class EvalRunResult:
     hook_errors: int
 
 
-def status_of(result: Any) -> Status:
-    if isinstance(result, ErrorInfo):
-        return "error"
-    status = getattr(result, "status", "scored")
-    if status == "unscorable" or status == "error":
-        return "unscorable" if status == "unscorable" else "error"
-    return "scored"
-
-
-def score_of(result: Any) -> float | None:
-    """A scored result's number: its ``score`` attribute, or the result itself if a number."""
-    if status_of(result) != "scored":
-        return None
-    score = getattr(result, "score", result)
-    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None
+def scored_number(result: Any) -> float | None:
+    """A scored result's number; ``None`` for an unscorable or failed one."""
+    return number_of(result) if status_of(result) == "scored" else None
 
 
 def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
@@ -108,23 +96,25 @@ def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
 
 def _as_items(data: Iterable[Mapping[str, Any] | Item], has_target: bool) -> list[Item]:
     items: list[Item] = []
+    ids = IdAllocator()
     for index, raw in enumerate(data):
+        where = f"data item {index}"
         if isinstance(raw, Item):
-            item = raw
+            item = replace(raw, id=ids.assign(raw.id, raw.input, where=where, position=where))
         elif isinstance(raw, Mapping):
             if "input" not in raw:
-                raise InputError(f"data item {index}: no 'input'; got keys {sorted(map(str, raw))}")
+                raise InputError(f"{where}: no 'input'; got keys {sorted(map(str, raw))}")
             item = Item(
-                id=str(raw["id"]) if raw.get("id") is not None else generated_id(raw["input"]),
+                id=ids.assign(raw.get("id"), raw["input"], where=where, position=where),
                 input=raw["input"],
                 output=raw.get("output"),
                 ground_truth=raw.get("ground_truth"),
                 metadata=dict(raw.get("metadata") or {}),
             )
         else:
-            raise InputError(f"data item {index}: expected a mapping, got {type(raw).__name__}")
+            raise InputError(f"{where}: expected a mapping, got {type(raw).__name__}")
         if not has_target and item.output is None:
-            raise InputError(f"data item {index}: no 'output', and no target to produce one")
+            raise InputError(f"{where}: no 'output', and no target to produce one")
         items.append(item)
     return items
 
@@ -203,7 +193,7 @@ class _Batch:
                 logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
         if self.reporter is not None:
             first = result.results.get(self.ids[0])
-            self.reporter.update(score=score_of(first), error=result.status == "error")
+            self.reporter.update(score=scored_number(first), error=result.status == "error")
 
     async def evaluate(self, item: Item) -> ItemResult:
         output, target_error, latency = item.output, None, None
@@ -320,7 +310,7 @@ async def run_evals(
 
 
 def _mean(items: Sequence[ItemResult], scorer_id: str) -> float | None:
-    scores = [s for item in items if (s := score_of(item.results.get(scorer_id))) is not None]
+    scores = [s for item in items if (s := scored_number(item.results.get(scorer_id))) is not None]
     return statistics.fmean(scores) if scores else None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -128,3 +128,23 @@ class SummarizationResult(_Frozen):
         return coverage_of(
             self.preprocess_step_result, self.analyze_step_result, self.max_questions
         )
+
+
+def status_of(result: Any) -> Status:
+    """Any scorer's result read as a status: an ``ErrorInfo`` is an error; otherwise its
+    ``status`` attribute when that is ``unscorable`` or ``error``; otherwise ``scored``."""
+    if isinstance(result, ErrorInfo):
+        return "error"
+    status = getattr(result, "status", "scored")
+    if status == "unscorable":
+        return "unscorable"
+    return "error" if status == "error" else "scored"
+
+
+def number_of(result: Any) -> float | None:
+    """Any scorer's number: its ``score`` attribute, or the result itself when it is a number
+    (a bool is not); ``None`` otherwise."""
+    score = getattr(result, "score", result)
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        return None
+    return float(score)
