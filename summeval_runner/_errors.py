@@ -7,13 +7,14 @@
     └── JudgeError                a judge could not give a usable verdict
         ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
         │   └── JudgeAuthError    401/403 or an exhausted quota: every later call would fail too
+        ├── JudgeInputTooLargeError  the request is longer than the judge's context; never retried
         └── JudgeOutputError      the reply did not match the step's schema after every re-ask
 
 Errors from the ``openai`` SDK are translated into this tree at the provider's edge, so callers
 never need to import the SDK to handle a failure. Every message states the rule and the value
 received (``max_questions must be >= 1, got 0``).
 
-A scorer turns a ``JudgeAPIError`` or ``JudgeOutputError`` into a result whose status is
+A scorer turns any other ``JudgeError`` into a result whose status is
 ``"error"`` (a failure is data, never a score of 0); a ``JudgeAuthError`` propagates, since no
 other evaluation can succeed either.
 """
@@ -52,15 +53,39 @@ class JudgeAPIError(JudgeError):
     """The judge provider's request failed.
 
     ``status_code`` is the HTTP status, or ``None`` for a connection error or a timeout.
+    ``retry_after_s`` is how long the provider asked the client to wait (``Retry-After`` or
+    ``x-ratelimit-reset-*``), when it said. ``attempts`` is how many times the request was sent
+    before this error was final.
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+        attempts: int = 1,
+    ) -> None:
         self.status_code = status_code
+        self.retry_after_s = retry_after_s
+        self.attempts = attempts
         super().__init__(message)
 
 
 class JudgeAuthError(JudgeAPIError):
     """The provider refused the credentials or the quota is exhausted: no call can succeed."""
+
+
+class JudgeInputTooLargeError(JudgeError):
+    """The request is longer than the judge's context window; sending it again cannot help.
+
+    ``size`` and ``limit`` are in tokens (``size`` is an estimate when found before the call).
+    """
+
+    def __init__(self, message: str, *, size: int | None = None, limit: int | None = None) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(message)
 
 
 class JudgeOutputError(JudgeError):

@@ -3,15 +3,19 @@
 By default it answers each step with a valid reply made from the request (it reads the step from
 the JSON schema's name, or from the system prompt in json_object mode). A test queues what the
 next requests get with ``script``: ``Reply(content)`` for a chosen message content (malformed
-JSON included) or ``Fault(status, ...)`` for an HTTP error.
+JSON included) or ``Fault(status, ...)`` for an HTTP error. ``FaultMix`` injects faults at
+random, seeded so that a run's outcome does not depend on the order requests arrive in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import random
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,6 +32,31 @@ class Fault:
     message: str = "injected fault"
     code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FaultMix:
+    """Faults injected at random into the server's answers.
+
+    Each request's fate is drawn from a generator seeded by ``seed``, the request's body and how
+    many answers other than 429 that body has had, so it is the same whatever order concurrent
+    requests arrive in. ``malformed`` hits only a step's first ask (a re-ask states the problem,
+    and models mostly correct it). A 429 storm answers ``storm_length`` requests out of every
+    ``storm_every`` with 429 and ``Retry-After``; no body gets more than two 429s.
+    """
+
+    seed: int = 0
+    server_errors: float = 0.0
+    malformed: float = 0.0
+    hangs: float = 0.0
+    drops: float = 0.0
+    hang_s: float = 3.0
+    storm_every: int = 0
+    storm_length: int = 0
+    retry_after_s: float = 1.0
+
+
+MALFORMED = '{"alignment": [{"claim": "cut sh'
 
 
 @dataclass(frozen=True)
@@ -93,6 +122,11 @@ class ChatServer:
         self.requests: list[Recorded] = []
         self._script: deque[Reply | Fault] = deque()
         self._always: Fault | None = None
+        self.mix: FaultMix | None = None
+        self.latency_s = 0.0
+        self.counts: Counter[str] = Counter()
+        self._answers: Counter[str] = Counter()
+        self._throttled: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
@@ -108,7 +142,7 @@ class ChatServer:
         with self._lock:
             self._script.extend(entries)
 
-    def fail_every_request(self, fault: Fault) -> None:
+    def fail_every_request(self, fault: Fault | None) -> None:
         with self._lock:
             self._always = fault
 
@@ -120,12 +154,51 @@ class ChatServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
+    def _draw(self, body: dict[str, Any]) -> Reply | Fault | str | None:
+        """The injected fault for this request under ``mix``: a Reply, a Fault, "hang", "drop"."""
+        mix = self.mix
+        if mix is None:
+            return None
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        number = len(self.requests)
+        in_storm = mix.storm_every and number % mix.storm_every < mix.storm_length
+        if in_storm and self._throttled[digest] < 2:
+            self._throttled[digest] += 1
+            return Fault(
+                429, "Rate limit reached", headers={"retry-after": f"{mix.retry_after_s:g}"}
+            )
+        answered = self._answers[digest]
+        self._answers[digest] += 1
+        roll = random.Random(f"{mix.seed}:{digest}:{answered}").random()
+        for kind, share in (("500", mix.server_errors), ("hang", mix.hangs), ("drop", mix.drops)):
+            if roll < share:
+                return Fault(500, "The server had an error") if kind == "500" else kind
+            roll -= share
+        first_ask = len(body.get("messages", [])) == 2 and step_of(body) != "summarize"
+        if first_ask and random.Random(f"{mix.seed}:{digest}:malformed").random() < mix.malformed:
+            return Reply(MALFORMED)
+        return None
+
     def _next(
         self, body: dict[str, Any], record: Recorded
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+    ) -> tuple[int, dict[str, Any], dict[str, str]] | str:
         with self._lock:
-            self.requests.append(record)
             entry = self._always or (self._script.popleft() if self._script else None)
+            if entry is None:
+                entry = self._draw(body)
+            self.requests.append(record)
+            kind = (
+                entry
+                if isinstance(entry, str)
+                else str(entry.status)
+                if isinstance(entry, Fault)
+                else "malformed"
+                if isinstance(entry, Reply) and entry.content == MALFORMED
+                else "ok"
+            )
+            self.counts[kind] += 1
+        if isinstance(entry, str):
+            return entry
         if isinstance(entry, Fault):
             error = {"message": entry.message, "type": "test", "code": entry.code}
             return entry.status, {"error": error}, entry.headers
@@ -171,7 +244,18 @@ class ChatServer:
                     client_port=self.client_address[1],
                     arrived=time.monotonic(),
                 )
-                status, payload, headers = server._next(body, record)
+                if server.latency_s:
+                    time.sleep(server.latency_s)
+                answer = server._next(body, record)
+                if answer == "drop":
+                    self.close_connection = True  # no status line: the client sees a dropped link
+                    return
+                if answer == "hang":
+                    time.sleep(server.mix.hang_s if server.mix else 3.0)
+                    self.close_connection = True
+                    return
+                assert not isinstance(answer, str)
+                status, payload, headers = answer
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -179,7 +263,9 @@ class ChatServer:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                # The client may have given up on this request (a timeout) and closed the link.
+                with contextlib.suppress(OSError):
+                    self.wfile.write(data)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -7,6 +7,14 @@ import pytest
 from tests.chat_server import ChatServer
 
 
+@pytest.fixture(autouse=True)
+def private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test (and every app it starts) gets its own judge cache, never the user's."""
+    monkeypatch.setenv("SUMMEVAL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture
 def chat_server() -> Iterator[ChatServer]:
     server = ChatServer().start()

@@ -217,7 +217,7 @@ def test_the_openai_judge_end_to_end_within_a_request_rate(
         tmp_path / "openai",
         "model=openai",
         f"model.base_url={chat_server.base_url}",
-        "model.max_retries=0",
+        "runner.cache=off",
         "dataset.limit=8",
         "runner.judge_rpm=600",
         env={"OPENAI_API_KEY": SECRET},

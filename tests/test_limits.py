@@ -93,7 +93,7 @@ class Terminal(io.StringIO):
 
 def test_progress_is_a_tqdm_bar_on_a_terminal() -> None:
     stream = Terminal()
-    reporter = ProgressReporter(4, stream=stream, request_rate=lambda: 2.5)
+    reporter = ProgressReporter(4, stream=stream, details=lambda: "2.5 req/s")
     for score, error in ((1.0, False), (0.5, False), (None, True), (0.0, False)):
         reporter.update(score=score, error=error)
     reporter.close()

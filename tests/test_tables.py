@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from summeval_runner import ErrorInfo
-from summeval_runner._io._tables import RunWriter, scorer_rows, t_critical_95
+from summeval_runner._io._tables import RunWriter, journaled_statuses, scorer_rows, t_critical_95
 
 
 def rows(item_id: str, result: object) -> dict[str, list[dict[str, object]]]:
@@ -40,7 +40,7 @@ def test_a_secret_quoted_in_an_error_never_reaches_disk(
     writer = RunWriter(tmp_path)
     error = ErrorInfo(type="JudgeAPIError", message="bad request with key sk-live-abcdef123456")
 
-    writer.write(rows("a", error))
+    writer.write(0, "a", rows("a", error))
     writer.finish()
 
     for path in tmp_path.iterdir():
@@ -53,20 +53,57 @@ def test_a_secret_quoted_in_an_error_never_reaches_disk(
 
 def test_a_journal_line_cut_short_by_a_crash_is_ignored(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path)
-    writer.write(rows("a", Scored(0.5)))
+    writer.write(0, "a", rows("a", Scored(0.5)))
     writer.close()
     with (tmp_path / "journal.jsonl").open("a", encoding="utf-8") as journal:
-        journal.write('{"items": [{"run_id": "r1", "item')
+        journal.write('{"position": 1, "item_id": "b", "items": [{"run_id": "r1", "item')
 
     RunWriter(tmp_path).finish()
 
     assert pd.read_parquet(tmp_path / "items.parquet")["item_id"].tolist() == ["a"]
 
 
+def test_a_resumed_journal_drops_the_cut_line_and_appends_whole_lines(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    writer.write(0, "a", rows("a", Scored(0.5)))
+    writer.close()
+    with (tmp_path / "journal.jsonl").open("a", encoding="utf-8") as journal:
+        journal.write('{"position": 1, "item_id": "b", "items": [{"run_id": "r1", "item')
+
+    resumed = RunWriter(tmp_path, resume=True)
+    resumed.write(1, "b", rows("b", Scored(0.25)))
+    resumed.finish()
+
+    assert journaled_statuses(tmp_path) == {"a": "scored", "b": "scored"}
+    items = pd.read_parquet(tmp_path / "items.parquet")
+    assert items[["item_id", "score"]].values.tolist() == [["a", 0.5], ["b", 0.25]]
+
+
+def test_tables_are_in_dataset_order_with_the_last_entry_of_each_item(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path)
+    # Items finish out of order, and "b" errored and was tried again on resume.
+    writer.write(2, "c", rows("c", Scored(0.3)))
+    writer.write(1, "b", rows("b", ErrorInfo(type="JudgeAPIError", message="HTTP 500")))
+    writer.write(0, "a", rows("a", Scored(0.1)))
+    writer.write(1, "b", rows("b", Scored(0.2)))
+    writer.finish()
+
+    items = pd.read_parquet(tmp_path / "items.parquet")
+    assert items[["item_id", "status", "score"]].values.tolist() == [
+        ["a", "scored", 0.1],
+        ["b", "scored", 0.2],
+        ["c", "scored", 0.3],
+    ]
+    aggregates = pd.read_parquet(tmp_path / "aggregates.parquet").set_index("metric")
+    assert (aggregates.loc["score", "items"], aggregates.loc["score", "errors"]) == (3, 0)
+
+
 def test_aggregates_count_statuses_and_clip_the_interval(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path)
     for index, score in enumerate([1.0, 1.0, 1.0, 0.2]):
         writer.write(
+            index,
+            str(index),
             scorer_rows(
                 run_id="r1",
                 variant="v",
@@ -77,9 +114,11 @@ def test_aggregates_count_statuses_and_clip_the_interval(tmp_path: Path) -> None
                 summary=None,
                 target_latency_s=None,
                 metadata={},
-            )
+            ),
         )
-    writer.write(rows("failed", ErrorInfo(type="TimeoutError", message="slow", step="target")))
+    writer.write(
+        4, "failed", rows("failed", ErrorInfo(type="TimeoutError", message="slow", step="target"))
+    )
     writer.finish()
 
     (aggregate,) = (
@@ -127,7 +166,7 @@ def test_a_summarization_interval_never_leaves_the_metric_range(tmp_path: Path) 
 
     writer = RunWriter(tmp_path)
     for index, answered in enumerate([[True], [True], [True], [True, False, False, False, False]]):
-        writer.write(rows(str(index), result(answered)))
+        writer.write(index, str(index), rows(str(index), result(answered)))
     writer.finish()
 
     aggregates = pd.read_parquet(tmp_path / "aggregates.parquet").set_index("metric")

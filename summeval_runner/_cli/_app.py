@@ -2,13 +2,20 @@
 
 Exit codes: 0 the run completed; 1 the share of errored items exceeded
 ``runner.max_error_rate``, or the judge refused the credentials; 2 bad config or input, found
-before any judge call.
+before any judge call; 130 (Ctrl-C) or 143 (SIGTERM) the run was interrupted, its finished items
+written; it continues with ``runner.resume=<run dir>``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+import json
+import os
 import platform
+import shlex
+import signal
 import sys
 import time
 import uuid
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
@@ -31,18 +39,28 @@ from summeval_runner import __version__
 from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
 from summeval_runner._io._datasets import FieldMap, Item, load_dataset
-from summeval_runner._io._manifest import scrub, write_manifest
-from summeval_runner._io._tables import JOURNAL, RunWriter, scorer_rows
+from summeval_runner._io._manifest import redact, scrub, write_manifest
+from summeval_runner._io._tables import JOURNAL, RunWriter, journaled_statuses, scorer_rows
+from summeval_runner._judges._protocol import Judge
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._messages import extract_source, extract_summary
+from summeval_runner._runner._cache import (
+    CACHE_MODES,
+    CachedJudge,
+    ResponseCache,
+    cache_identity,
+    default_cache_path,
+)
 from summeval_runner._runner._limits import LimitedJudge
-from summeval_runner._runner._run import ItemResult, run_evals
+from summeval_runner._runner._retry import RetryPolicy
+from summeval_runner._runner._run import EvalRunResult, ItemResult, RunCounts, run_evals
 from summeval_runner._scorers._prompts import PROMPT_VERSION
 from summeval_runner._scorers._summarization import SummarizationScorer, create_summarization_scorer
 
 # The checkout this package runs from: bundled data paths fall back to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -51,8 +69,10 @@ class Plan:
 
     items: list[Item]
     dataset_path: Path
+    dataset_sha256: str
     target: Callable[[Any], Any] | None
     judge: LimitedJudge
+    cache: ResponseCache | None
     scorer: SummarizationScorer
     variant: str
 
@@ -69,10 +89,29 @@ def _check_runner(runner: DictConfig) -> None:
         "max_judge_requests_in_flight",
     ):
         _require(runner[name] >= 1, f"runner.{name} must be >= 1, got {runner[name]}")
-    rpm = runner.judge_rpm
-    _require(rpm is None or rpm > 0, f"runner.judge_rpm must be > 0 or null, got {rpm}")
+    for name in ("judge_rpm", "request_timeout_s", "item_timeout_s"):
+        value = runner[name]
+        _require(value is None or value > 0, f"runner.{name} must be > 0 or null, got {value}")
+    grace = runner.shutdown_grace_s
+    _require(grace >= 0, f"runner.shutdown_grace_s must be >= 0, got {grace}")
     rate = runner.max_error_rate
     _require(0 <= rate <= 1, f"runner.max_error_rate must be between 0 and 1, got {rate}")
+    _require(
+        runner.cache in CACHE_MODES,
+        f"runner.cache must be one of {', '.join(CACHE_MODES)}, got {runner.cache!r}",
+    )
+
+
+def _retry_policy(retry: DictConfig) -> RetryPolicy:
+    try:
+        return RetryPolicy(
+            max_attempts=retry.max_attempts,
+            base_delay_s=retry.base_delay_s,
+            max_delay_s=retry.max_delay_s,
+            max_retry_after_s=retry.max_retry_after_s,
+        )
+    except ConfigError as error:
+        raise ConfigError(f"runner.{error}") from None
 
 
 def _build_target(node: Any) -> Callable[[Any], Any] | None:
@@ -112,6 +151,14 @@ def _dataset_path(configured: str) -> Path:
     return path
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _variant(cfg: DictConfig) -> str:
     if cfg.runner.variant:
         return str(cfg.runner.variant)
@@ -123,24 +170,42 @@ def _variant(cfg: DictConfig) -> str:
     return ",".join(sorted(overrides)) or "default"
 
 
-def plan(cfg: DictConfig) -> Plan:
-    """Check the config and the data and build the run's parts; raise ``SummevalError`` if bad."""
-    _check_runner(cfg.runner)
+def _judge_settings(cfg: DictConfig) -> dict[str, Any]:
     model = OmegaConf.to_container(cfg.model, resolve=True)
     if not isinstance(model, Mapping):
         raise ConfigError(f"model must be a mapping with a provider, got {model!r}")
+    settings = {str(k): v for k, v in model.items()}
+    if settings.get("provider") == "openai":
+        # The run retries with its own policy (runner.retry), which sees every 429 and adapts;
+        # SDK retries underneath would multiply the attempts and hide the 429s.
+        settings["max_retries"] = 0
+    return settings
+
+
+def plan(cfg: DictConfig) -> Plan:
+    """Check the config and the data and build the run's parts; raise ``SummevalError`` if bad."""
+    _check_runner(cfg.runner)
     try:
-        judge = resolve_judge({str(k): v for k, v in model.items()})
+        judge = resolve_judge(_judge_settings(cfg))
     except ConfigError as error:
         raise ConfigError(f"model: {error}") from None
     limited = LimitedJudge(
         judge,
         max_in_flight=cfg.runner.max_judge_requests_in_flight,
         requests_per_minute=cfg.runner.judge_rpm,
+        retry=_retry_policy(cfg.runner.retry),
+        request_timeout_s=cfg.runner.request_timeout_s,
     )
+    identity = cache_identity(judge)
+    cache = None
+    scored_judge: Judge = limited
+    if cfg.runner.cache != "off" and identity is not None:
+        path = Path(to_absolute_path(cfg.runner.cache_path)) if cfg.runner.cache_path else None
+        cache = ResponseCache(path or default_cache_path(), cfg.runner.cache)
+        scored_judge = CachedJudge(limited, cache, identity)
     try:
         scorer = create_summarization_scorer(
-            limited, {"max_questions": cfg.scorer.max_questions, "scale": cfg.scorer.scale}
+            scored_judge, {"max_questions": cfg.scorer.max_questions, "scale": cfg.scorer.scale}
         )
     except ConfigError as error:
         raise ConfigError(f"scorer.{error}") from None
@@ -164,21 +229,25 @@ def plan(cfg: DictConfig) -> Plan:
         format=cfg.dataset.format,
         limit=cfg.dataset.limit,
     )
-    return Plan(items, path, target, limited, scorer, _variant(cfg))
+    return Plan(items, path, _sha256(path), target, limited, cache, scorer, _variant(cfg))
 
 
 class _TableSink:
     """The run's on_item_complete hook: each finished item goes to the journal at once."""
 
     def __init__(
-        self, writer: RunWriter, run_id: str, variant: str, scorer: SummarizationScorer
+        self,
+        writer: RunWriter,
+        run_id: str,
+        variant: str,
+        scorer: SummarizationScorer,
+        positions: Mapping[str, int],
     ) -> None:
         self.writer = writer
         self.run_id = run_id
         self.variant = variant
         self.scorer = scorer
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self.positions = positions
 
     def __call__(self, result: ItemResult) -> None:
         summary = extract_summary(result.output) if result.output is not None else None
@@ -202,27 +271,87 @@ class _TableSink:
             )
             for name, table_rows in rows.items():
                 merged[name].extend(table_rows)
-            for row in rows["items"]:
-                self.input_tokens += row["input_tokens"] or 0
-                self.output_tokens += row["output_tokens"] or 0
-        self.writer.write(merged)
+        self.writer.write(self.positions[result.item_id], result.item_id, merged)
+
+
+class _Interrupts:
+    """Ctrl-C and SIGTERM: the first stops the run gracefully, a second exits at once.
+
+    A graceful stop starts no new item, lets those in flight finish (up to
+    ``runner.shutdown_grace_s``) and writes everything. Exiting at once is safe too: finished
+    items are already in the journal line by line, and tables only ever appear by an atomic
+    rename, so nothing on disk is half-written; a resume picks up from the journal.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            # Outside the main thread (a launcher's worker) the launcher handles signals.
+            with contextlib.suppress(ValueError):
+                self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def attach(self, stop: asyncio.Event) -> None:
+        """Route the next signal to ``stop``, from inside the event loop that watches it."""
+        self._loop, self._stop = asyncio.get_running_loop(), stop
+        if self.received is not None:
+            stop.set()
+
+    def detach(self) -> None:
+        self._loop = self._stop = None
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.received is None else 128 + self.received
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None:
+            os._exit(128 + signum)
+        self.received = signum
+        print(
+            f"\nsummeval-run: {signal.Signals(signum).name} received: finishing the items in "
+            "flight and writing the results (again to exit at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
 
 
 async def _execute(
-    job: Plan, sink: _TableSink, progress: bool, max_items: int, max_target: int
-) -> Any:
+    job: Plan,
+    items: list[Item],
+    sink: _TableSink,
+    runner: DictConfig,
+    interrupts: _Interrupts,
+) -> EvalRunResult:
+    stop = asyncio.Event()
+    interrupts.attach(stop)
     try:
         return await run_evals(
             target=job.target,
             scorers=[job.scorer],
-            data=job.items,
+            data=items,
             on_item_complete=sink,
-            max_items_in_flight=max_items,
-            max_target_calls_in_flight=max_target,
-            progress=progress,
-            request_rate=job.judge.requests_per_second,
+            max_items_in_flight=runner.max_items_in_flight,
+            max_target_calls_in_flight=runner.max_target_calls_in_flight,
+            progress=runner.progress,
+            progress_details=job.judge.describe,
+            item_timeout_s=runner.item_timeout_s,
+            stop=stop,
+            shutdown_grace_s=runner.shutdown_grace_s,
         )
     finally:
+        interrupts.detach()
         # Clients belong to this event loop: close them inside it.
         await job.judge.aclose()
         close = getattr(job.target, "aclose", None)
@@ -230,73 +359,189 @@ async def _execute(
             await close()
 
 
-def run_job(cfg: DictConfig) -> int:
-    """One run: plan, execute, write the tables and the manifest, print a summary."""
-    started_at = datetime.now(timezone.utc)
-    clock = time.perf_counter()
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat |= _flatten(item, f"{prefix}{key}.")
+        return flat or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): value}
+
+
+# What decides an item's result: a resumed run must not change any of it.
+_RESUME_SECTIONS = ("dataset", "target", "model", "scorer")
+
+
+def _previous_run(cfg: DictConfig) -> tuple[Path, dict[str, Any] | None]:
+    """The run directory, and the manifest of the run to resume (``None`` for a new run)."""
+    if not cfg.runner.resume:
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
         if (run_dir / JOURNAL).exists():
             # Appending would mix two runs in one set of tables; replacing would lose one.
             raise ConfigError(
-                f"hydra.run.dir {run_dir} already holds a run; choose another directory"
+                f"hydra.run.dir {run_dir} already holds a run; choose another directory, or "
+                f"continue it with runner.resume={run_dir}"
             )
+        return run_dir, None
+    run_dir = Path(to_absolute_path(cfg.runner.resume))
+    manifest_path = run_dir / MANIFEST
+    if not manifest_path.exists():
+        raise ConfigError(f"runner.resume: {run_dir} is not a run directory (it has no {MANIFEST})")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError(f"runner.resume: {manifest_path} cannot be read: {error}") from None
+    return run_dir, manifest
+
+
+def _check_resumable(cfg: DictConfig, job: Plan, previous: Mapping[str, Any]) -> None:
+    now = redact(OmegaConf.to_container(cfg, resolve=True))
+    before = previous.get("config") or {}
+    differences = []
+    for section in _RESUME_SECTIONS:
+        old, new = _flatten(before.get(section)), _flatten(now.get(section))
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                where = f"{section}.{key}" if key else section
+                differences.append(f"{where} was {old.get(key)!r}, now {new.get(key)!r}")
+    if differences:
+        raise ConfigError(
+            "runner.resume: the config differs from the run being resumed, so its items would "
+            "not be comparable: " + "; ".join(differences[:5])
+        )
+    dataset = previous.get("dataset") or {}
+    if dataset.get("sha256") != job.dataset_sha256:
+        raise ConfigError(
+            f"runner.resume: the dataset {job.dataset_path} changed since the run began "
+            f"(sha256 {str(dataset.get('sha256'))[:12]}..., now {job.dataset_sha256[:12]}...)"
+        )
+
+
+def _resume_command(run_dir: Path) -> str:
+    overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("runner.resume=")]
+    return shlex.join(["summeval-run", *overrides, f"runner.resume={run_dir}"])
+
+
+def _run_counts(aggregates: Path, scorer_id: str) -> RunCounts:
+    for row in pq.read_table(aggregates).to_pylist():
+        if row["scorer_id"] == scorer_id and row["metric"] == "score":
+            return RunCounts(row["items"], row["scored"], row["unscorable"], row["errors"])
+    return RunCounts(0, 0, 0, 0)
+
+
+def _token_totals(items: Path) -> dict[str, int]:
+    table = pq.read_table(items, columns=["input_tokens", "output_tokens"])
+    return {
+        "input": int(pc.sum(table["input_tokens"]).as_py() or 0),
+        "output": int(pc.sum(table["output_tokens"]).as_py() or 0),
+    }
+
+
+def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
+    """One run: plan, execute, write the tables and the manifest, print a summary."""
+    started_at = datetime.now(timezone.utc)
+    clock = time.perf_counter()
+    try:
+        run_dir, previous = _previous_run(cfg)
         job = plan(cfg)
+        if previous is not None:
+            _check_resumable(cfg, job, previous)
     except SummevalError as error:
         print(f"summeval-run: error: {scrub(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    run_id = uuid.uuid4().hex[:12]
-    writer = RunWriter(run_dir)
-    sink = _TableSink(writer, run_id, job.variant, job.scorer)
-    aborted: str | None = None
-    outcome = None
-    try:
-        outcome = asyncio.run(
-            _execute(
-                job,
-                sink,
-                cfg.runner.progress,
-                cfg.runner.max_items_in_flight,
-                cfg.runner.max_target_calls_in_flight,
-            )
+    finished = journaled_statuses(run_dir) if previous is not None else {}
+    kept = {item_id for item_id, status in finished.items() if status != "error"}
+    # Items that ended in error are tried again on resume: most errors are transient.
+    todo = [item for item in job.items if item.id not in kept]
+    run_id = str(previous["run_id"]) if previous else uuid.uuid4().hex[:12]
+    variant = str(previous["variant"]) if previous else job.variant
+    resumptions = list(previous.get("resumptions", [])) if previous else []
+    if previous is not None:
+        resumptions.append(
+            {
+                "at": started_at.isoformat(),
+                "items_kept": len(kept),
+                "items_to_score": len(todo),
+                "overrides": list(HydraConfig.get().overrides.task),
+            }
         )
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "variant": variant,
+        "status": "running",
+        "started_at": previous["started_at"] if previous else started_at.isoformat(),
+        "package_version": __version__,
+        "prompt_version": PROMPT_VERSION,
+        "python_version": platform.python_version(),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "overrides": previous["overrides"] if previous else list(HydraConfig.get().overrides.task),
+        "dataset": {
+            "path": str(job.dataset_path),
+            "items": len(job.items),
+            "sha256": job.dataset_sha256,
+        },
+        "resumptions": resumptions,
+    }
+    # Written first, so that a run killed at any moment can be resumed: it holds the config.
+    write_manifest(run_dir / MANIFEST, manifest)
+    writer = RunWriter(run_dir, resume=previous is not None)
+    positions = {item.id: position for position, item in enumerate(job.items)}
+    sink = _TableSink(writer, run_id, variant, job.scorer, positions)
+    aborted: str | None = None
+    outcome: EvalRunResult | None = None
+    try:
+        outcome = asyncio.run(_execute(job, todo, sink, cfg.runner, interrupts))
     except JudgeAuthError as error:
         aborted = scrub(str(error))
     finally:
         tables = writer.finish()
+        if job.cache is not None:
+            job.cache.close()
     duration = time.perf_counter() - clock
-    counts = outcome.counts if outcome is not None else None
-    error_rate = counts.errors / counts.total if counts and counts.total else 0.0
+    counts = _run_counts(tables["aggregates"], job.scorer.id)
+    unfinished = len(job.items) - counts.total
+    error_rate = counts.errors / counts.total if counts.total else 0.0
     if aborted is not None:
-        exit_code = EXIT_FAILED
+        status, exit_code = "aborted", EXIT_FAILED
+    elif interrupts.exit_code is not None and unfinished:
+        status, exit_code = "interrupted", interrupts.exit_code
     else:
+        status = "completed"
         exit_code = EXIT_FAILED if error_rate > cfg.runner.max_error_rate else EXIT_OK
-    write_manifest(
-        run_dir / "manifest.json",
-        {
-            "run_id": run_id,
-            "variant": job.variant,
-            "status": "aborted" if aborted else "completed",
-            "aborted_because": aborted,
-            "exit_code": exit_code,
-            "started_at": started_at.isoformat(),
-            "finished_at": datetime.now(timezone.utc).isoformat(),
-            "duration_s": round(duration, 3),
-            "package_version": __version__,
-            "prompt_version": PROMPT_VERSION,
-            "python_version": platform.python_version(),
-            "config": OmegaConf.to_container(cfg, resolve=True),
-            "overrides": list(HydraConfig.get().overrides.task),
-            "dataset": {"path": str(job.dataset_path), "items": len(job.items)},
-            "counts": counts.__dict__ if counts else None,
-            "means": dict(outcome.means) if outcome else None,
-            "judge": {"name": job.judge.name, "requests": job.judge.requests_sent},
-            "tokens": {"input": sink.input_tokens, "output": sink.output_tokens},
-            "tables": {name: path.name for name, path in tables.items()},
+    before = (previous or {}).get("judge") or {}
+    manifest |= {
+        "status": status,
+        "aborted_because": aborted,
+        "exit_code": exit_code,
+        "finished_at": datetime.now(timezone.utc).isoformat(),
+        "duration_s": round(duration, 3) + float((previous or {}).get("duration_s") or 0.0),
+        "counts": counts.__dict__,
+        "unfinished": unfinished,
+        "means": dict(outcome.means) if outcome and previous is None else None,
+        "judge": {
+            "name": job.judge.name,
+            "requests": job.judge.requests_sent + int(before.get("requests", 0)),
+            "retries": job.judge.retries + int(before.get("retries", 0)),
+            "throttled_429": job.judge.throttled + int(before.get("throttled_429", 0)),
+            "cache": {
+                "mode": cfg.runner.cache,
+                "path": str(job.cache.path) if job.cache else None,
+                "hits": job.cache.hits if job.cache else 0,
+                "stored": job.cache.stored if job.cache else 0,
+            },
         },
-    )
+        "tokens": _token_totals(tables["items"]),
+        "tables": {name: path.name for name, path in tables.items()},
+    }
+    write_manifest(run_dir / MANIFEST, manifest)
     _print_summary(run_dir, tables["aggregates"], duration, counts, aborted)
-    if exit_code == EXIT_FAILED and aborted is None:
+    if status == "interrupted":
+        print(
+            f"summeval-run: interrupted: {unfinished} of {len(job.items)} items unfinished; "
+            f"the finished ones are in {run_dir}. To resume:\n  {_resume_command(run_dir)}",
+            file=sys.stderr,
+        )
+    elif exit_code == EXIT_FAILED and aborted is None:
         print(
             f"summeval-run: {error_rate:.1%} of items errored, more than runner.max_error_rate "
             f"({cfg.runner.max_error_rate:.1%}); see error_type and error_message in items.parquet",
@@ -306,15 +551,14 @@ def run_job(cfg: DictConfig) -> int:
 
 
 def _print_summary(
-    run_dir: Path, aggregates: Path, duration: float, counts: Any, aborted: str | None
+    run_dir: Path, aggregates: Path, duration: float, counts: RunCounts, aborted: str | None
 ) -> None:
     if aborted:
         print(f"summeval-run: stopped: {aborted}", file=sys.stderr)
-    if counts is not None:
-        print(
-            f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
-            f"{counts.errors} errors, in {duration:.1f} s"
-        )
+    print(
+        f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
+        f"{counts.errors} errors, in {duration:.1f} s"
+    )
     print(f"results: {run_dir}")
     rows = pq.read_table(aggregates).to_pylist()
     header = f"{'scorer':<22} {'metric':<10} {'n':>5} {'mean':>7}  {'95% CI':<17}"
@@ -333,15 +577,18 @@ def main() -> None:
     """The ``summeval-run`` entry point."""
     register_configs(ConfigStore.instance())
     exit_codes: list[int] = []
+    interrupts = _Interrupts()
 
     # An absolute path: Hydra reads a relative one as a module path under an entry point.
     @hydra.main(version_base=None, config_path=str(PROJECT_ROOT / "configs"), config_name="config")
     def app(cfg: DictConfig) -> None:
-        code = run_job(cfg)
+        code = run_job(cfg, interrupts)
         exit_codes.append(code)
-        if code and HydraConfig.get().mode == RunMode.RUN:
+        # An interrupt stops a sweep too: the operator asked the whole command to stop.
+        if code and (HydraConfig.get().mode == RunMode.RUN or interrupts.exit_code):
             sys.exit(code)
 
+    interrupts.install()
     try:
         app()
     except SystemExit as stop:
@@ -350,5 +597,7 @@ def main() -> None:
         if stop.code == 1 and not exit_codes:
             raise SystemExit(EXIT_BAD_INPUT) from None
         raise
+    finally:
+        interrupts.restore()
     if any(exit_codes):
         sys.exit(max(exit_codes))

@@ -37,11 +37,26 @@ class ScorerConfig:
 
 
 @dataclass
+class RetryConfig:
+    max_attempts: int = 6
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    max_retry_after_s: float = 60.0
+
+
+@dataclass
 class RunnerConfig:
     max_items_in_flight: int = 16
     max_target_calls_in_flight: int = 4
     max_judge_requests_in_flight: int = 8
     judge_rpm: float | None = None
+    request_timeout_s: float | None = 120.0
+    item_timeout_s: float | None = 900.0
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    cache: str = "readwrite"
+    cache_path: str | None = None
+    resume: str | None = None
+    shutdown_grace_s: float = 30.0
     progress: bool = True
     max_error_rate: float = 0.0
     variant: str | None = None

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -115,6 +117,10 @@ TABLES: Mapping[str, pa.Schema] = {
 JOURNAL = "journal.jsonl"
 METRICS = (("score", "score"), ("alignment", "alignment_score"), ("coverage", "coverage_score"))
 _COMPACT_BATCH = 2000
+_SYNC_INTERVAL_S = 1.0
+# A journal line starts with its position and item id (json.dumps keeps the order they were
+# given in), so indexing the journal needs no full parse of each line.
+_HEAD = re.compile(rb'^\{"position": (\d+), "item_id": ("(?:[^"\\]|\\.)*")')
 
 
 def scorer_rows(
@@ -220,30 +226,52 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
 
 
 class RunWriter:
-    """Writes a run's tables into ``run_dir``: the journal as items complete, Parquet at the end."""
+    """Writes a run's tables into ``run_dir``: the journal as items complete, Parquet at the end.
 
-    def __init__(self, run_dir: Path) -> None:
+    Each journal line is one item: its dataset position, its id and its rows. A line is flushed
+    as soon as it is written, so a killed process loses no finished item, and synced to the disk
+    at least every second, so a power cut loses at most the last second. ``resume=True`` opens
+    an existing journal to append to it, dropping a last line cut short by a crash.
+    """
+
+    def __init__(self, run_dir: Path, *, resume: bool = False) -> None:
         self.run_dir = run_dir
         self.journal_path = run_dir / JOURNAL
         run_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            _drop_cut_line(self.journal_path)
         self._journal: TextIO = self.journal_path.open("a", encoding="utf-8")
         self._secrets = environment_secrets()
+        self._synced = time.monotonic()
 
-    def write(self, rows: Mapping[str, list[dict[str, Any]]]) -> None:
+    def write(self, position: int, item_id: str, rows: Mapping[str, list[dict[str, Any]]]) -> None:
         """Append one item's rows to the journal, flushed so that a crash cannot lose them.
 
         Values of secret environment variables are scrubbed first: an error message that
         quoted a key must not carry it to disk.
         """
-        line = json.dumps(rows, ensure_ascii=False, default=str)
+        entry = {"position": position, "item_id": item_id, **rows}
+        line = json.dumps(entry, ensure_ascii=False, default=str)
         self._journal.write(scrub(line, self._secrets) + "\n")
         self._journal.flush()
+        now = time.monotonic()
+        if now - self._synced >= _SYNC_INTERVAL_S:
+            os.fsync(self._journal.fileno())
+            self._synced = now
 
     def close(self) -> None:
-        self._journal.close()
+        if not self._journal.closed:
+            self._journal.flush()
+            os.fsync(self._journal.fileno())
+            self._journal.close()
 
     def finish(self) -> dict[str, Path]:
-        """Compact the journal into Parquet tables and write the aggregates; return the paths."""
+        """Compact the journal into Parquet tables and write the aggregates; return the paths.
+
+        Rows come out in dataset order whatever order items finished in, and an item journaled
+        twice (tried again on resume) keeps its last entry, so the tables of a resumed run equal
+        those of an uninterrupted one.
+        """
         self.close()
         paths = {name: self.run_dir / f"{name}.parquet" for name in TABLES}
         writers = {
@@ -291,19 +319,66 @@ class RunWriter:
         return paths
 
 
+def journaled_statuses(run_dir: Path) -> dict[str, str]:
+    """Each journaled item's id and status (its last entry's; ``error`` if any scorer failed)."""
+    statuses: dict[str, str] = {}
+    journal = run_dir / JOURNAL
+    if not journal.exists():
+        return statuses
+    with journal.open(encoding="utf-8") as lines:
+        for line in lines:
+            if not line.endswith("\n"):
+                break
+            entry = json.loads(line)
+            found = {row["status"] for row in entry["items"]}
+            statuses[entry["item_id"]] = next(
+                (status for status in ("error", "unscorable") if status in found), "scored"
+            )
+    return statuses
+
+
+def _drop_cut_line(journal: Path) -> None:
+    """Truncate the journal after its last complete line: a crash may have cut the one after."""
+    if not journal.exists():
+        return
+    with journal.open("rb+") as file:
+        data = file.read()
+        end = data.rfind(b"\n") + 1
+        if end != len(data):
+            file.truncate(end)
+
+
 def _partial(path: Path) -> Path:
     # Tables appear under their real name only when complete: a reader never sees half a file.
     return path.with_name(f".{path.name}.partial")
 
 
+def _journal_index(journal: Path) -> list[int]:
+    """Byte offsets of the lines to compact: the last entry of each item, in dataset order."""
+    latest: dict[str, tuple[int, int]] = {}
+    offset = 0
+    with journal.open("rb") as lines:
+        for line in lines:
+            if not line.endswith(b"\n"):
+                break  # a line cut short by a crash was never acknowledged
+            head = _HEAD.match(line)
+            if head is not None:
+                position, item_id = int(head[1]), json.loads(head[2])
+            else:
+                entry = json.loads(line)
+                position, item_id = entry["position"], entry["item_id"]
+            latest[item_id] = (position, offset)
+            offset += len(line)
+    return [offset for _, offset in sorted(latest.values())]
+
+
 def _batches(journal: Path) -> Iterator[dict[str, list[dict[str, Any]]]]:
     batch: dict[str, list[dict[str, Any]]] = {"items": [], "alignment": [], "coverage": []}
     count = 0
-    with journal.open(encoding="utf-8") as lines:
-        for line in lines:
-            if not line.endswith("\n"):
-                break  # a line cut short by a crash was never acknowledged
-            rows = json.loads(line)
+    with journal.open("rb") as lines:
+        for offset in _journal_index(journal):
+            lines.seek(offset)
+            rows = json.loads(lines.readline())
             for name in batch:
                 batch[name].extend(rows[name])
             count += 1

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
+import re
+import time
 import weakref
+from collections.abc import Mapping, Sequence
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import openai
@@ -14,6 +19,7 @@ from summeval_runner._errors import (
     ConfigError,
     JudgeAPIError,
     JudgeAuthError,
+    JudgeInputTooLargeError,
     MissingAPIKeyError,
 )
 from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsage
@@ -21,6 +27,7 @@ from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsa
 # Sent when api_key_env is None: local servers (vLLM, Ollama, llama.cpp) want no key, but the SDK
 # requires one.
 _NO_KEY = "no-key"
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 class OpenAIJudgeConfig(BaseModel):
@@ -30,6 +37,10 @@ class OpenAIJudgeConfig(BaseModel):
     ``api_key_env`` names the variable that holds the key (``None``: the server needs no key).
     ``response_format="json_object"`` serves servers without ``json_schema`` support: the schema
     then travels in the prompt only, and replies are still validated against it.
+    ``max_input_tokens`` is the model's context for a request, when known: a longer request is
+    an item error found before the call (its size is estimated at four bytes of text a token).
+    ``max_retries`` is the SDK's own retries, for use outside ``summeval-run``; a run turns them
+    off and retries with its own policy (``runner.retry``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -42,6 +53,7 @@ class OpenAIJudgeConfig(BaseModel):
     seed: int | None = 42
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
+    max_input_tokens: int | None = Field(default=None, gt=0)
 
 
 class OpenAIChat:
@@ -60,7 +72,8 @@ class OpenAIChat:
         timeout_s: float,
         max_retries: int,
     ) -> None:
-        self._base_url = base_url
+        # Resolved here as the SDK would, so that the endpoint can be named (in cache keys, errors).
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         if api_key_env is None:
@@ -75,7 +88,7 @@ class OpenAIChat:
 
     def __repr__(self) -> str:
         # The key is deliberately absent: reprs end up in logs.
-        return f"OpenAIChat(base_url={self._base_url!r})"
+        return f"OpenAIChat(base_url={self.base_url!r})"
 
     def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -83,7 +96,7 @@ class OpenAIChat:
         if client is None:
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
-                base_url=self._base_url,
+                base_url=self.base_url,
                 timeout=self._timeout_s,
                 max_retries=self._max_retries,
             )
@@ -130,6 +143,17 @@ class OpenAIJudge:
     def __repr__(self) -> str:
         return f"OpenAIJudge({self.config!r})"
 
+    def cache_identity(self) -> dict[str, Any]:
+        """What, besides the request, decides this judge's reply: the cache keys on it."""
+        return {
+            "provider": "openai",
+            "model": self.config.name,
+            "base_url": self._chat.base_url,
+            "response_format": self.config.response_format,
+            "temperature": self.config.temperature,
+            "seed": self.config.seed,
+        }
+
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
         await self._chat.aclose()
@@ -147,6 +171,16 @@ class OpenAIJudge:
         }
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
+        limit = self.config.max_input_tokens
+        if limit is not None:
+            size = estimate_tokens(m.content for m in request.messages)
+            if size > limit:
+                raise JudgeInputTooLargeError(
+                    f"the {request.step} request is about {size} tokens, more than the judge's "
+                    f"max_input_tokens ({limit}); the source or the summary is too long for it",
+                    size=size,
+                    limit=limit,
+                )
         params: dict[str, Any] = {
             "model": self.config.name,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -168,7 +202,71 @@ def _usage(usage: Any) -> TokenUsage:
     )
 
 
-def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError:
+def estimate_tokens(texts: Sequence[str] | Any) -> int:
+    """A request's size in tokens, estimated without a tokenizer: four bytes of text a token.
+
+    >>> estimate_tokens(["one two three four"])
+    9
+    """
+    return sum(4 + math.ceil(len(text.encode("utf-8")) / 4) for text in texts)
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration_s(text: str) -> float | None:
+    """``"1s"``, ``"6m0s"``, ``"20ms"`` or plain seconds, as OpenAI's rate-limit headers give."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """How long the server asked the client to wait, from an error response's headers.
+
+    ``retry-after-ms`` first, then ``retry-after`` (seconds or an HTTP date), then the longest
+    ``x-ratelimit-reset-*``; ``None`` when the server did not say.
+
+    >>> retry_after_s({"retry-after": "2"})
+    2.0
+    >>> retry_after_s({"x-ratelimit-reset-requests": "1m30s", "x-ratelimit-reset-tokens": "20ms"})
+    90.0
+    >>> retry_after_s({}) is None
+    True
+    """
+    lower = {name.lower(): value for name, value in headers.items()}
+    if "retry-after-ms" in lower:
+        try:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000)
+        except ValueError:
+            pass
+    if "retry-after" in lower:
+        seconds = _duration_s(lower["retry-after"])
+        if seconds is not None:
+            return seconds
+        try:
+            return max(0.0, parsedate_to_datetime(lower["retry-after"]).timestamp() - time.time())
+        except (TypeError, ValueError):
+            pass
+    resets = [
+        seconds
+        for name, value in lower.items()
+        if name.startswith("x-ratelimit-reset") and (seconds := _duration_s(value)) is not None
+    ]
+    return max(resets) if resets else None
+
+
+_CONTEXT_EXCEEDED = re.compile(r"context length|context_length|too many tokens|too long", re.I)
+
+
+def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError | JudgeInputTooLargeError:
     """Map an SDK error onto this package's exception tree, keeping the status code."""
     if isinstance(error, openai.APITimeoutError):
         return JudgeAPIError(f"the judge at {base_url} did not answer in time: {error}")
@@ -186,8 +284,17 @@ def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError:
                 f"the judge's quota is exhausted (HTTP 429 insufficient_quota): {error.message}",
                 status_code=status,
             )
+        if status in (400, 413) and (
+            error.code == "context_length_exceeded" or _CONTEXT_EXCEEDED.search(error.message)
+        ):
+            return JudgeInputTooLargeError(
+                f"the judge at {base_url} refused the request as too long for its context "
+                f"(HTTP {status}): {error.message}"
+            )
         return JudgeAPIError(
-            f"the judge at {base_url} answered HTTP {status}: {error.message}", status_code=status
+            f"the judge at {base_url} answered HTTP {status}: {error.message}",
+            status_code=status,
+            retry_after_s=retry_after_s(error.response.headers),
         )
     return JudgeAPIError(f"the judge at {base_url} failed: {error}")
 

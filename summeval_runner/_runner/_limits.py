@@ -1,13 +1,28 @@
-"""Limits on judge traffic: a bound on requests in flight and a smooth requests-per-minute pace."""
+"""Judge traffic: a bound on requests in flight, a smooth request rate, retries, and back-off.
+
+``LimitedJudge`` wraps a judge for one run. It retries what the policy says is transient,
+honours the server's ``Retry-After``, and adapts: each burst of 429s halves the requests in
+flight (and slows the rate, when one is set) and holds every new request back for the time the
+server asked; each round of successes raises them again by one step, up to the configured limits.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import random
 import time
 
 from asyncio_throttle.throttler import Throttler
 
+from summeval_runner._errors import JudgeAPIError
 from summeval_runner._judges._protocol import Judge, JudgeReply, JudgeRequest, judge_name
+from summeval_runner._runner._retry import RetryPolicy
+
+# The slowest the adaptive rate goes, as a share of the configured rate.
+_MIN_RATE_SHARE = 0.1
+# 429s that arrive within this many seconds of a cut are the same burst: one cut per burst.
+_CUT_INTERVAL_S = 1.0
 
 
 def pacing(requests_per_minute: float) -> tuple[int, float]:
@@ -31,41 +46,185 @@ def pacing(requests_per_minute: float) -> tuple[int, float]:
     return burst, burst * 60.0 / requests_per_minute
 
 
+class AdaptiveSlots:
+    """A semaphore whose size can shrink and grow while it is in use, served in arrival order."""
+
+    def __init__(self, maximum: int) -> None:
+        if maximum < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {maximum}")
+        self.maximum = maximum
+        self.limit = maximum
+        self.in_use = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def acquire(self) -> None:
+        if self.in_use < self.limit and not self._waiters:
+            self.in_use += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot was handed over as the task was cancelled
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        self.in_use -= 1
+        self._wake()
+
+    def resize(self, limit: int) -> None:
+        self.limit = max(1, min(self.maximum, limit))
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_use < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_use += 1
+                waiter.set_result(None)
+
+
 class LimitedJudge:
-    """A judge wrapped with a bound on requests in flight and an optional request rate.
+    """A judge wrapped with the run's limits, retry policy and adaptive pacing.
 
     Objects, not globals: each run builds its own, so parallel runs in one process (a Hydra
-    launcher reusing workers) never share a limit by accident. ``requests_sent`` counts calls
-    made to the wrapped judge, for progress and rate reporting.
+    launcher reusing workers) never share a limit by accident. ``requests_sent`` counts
+    requests sent to the wrapped judge (retries included), ``retries`` the retries among them
+    and ``throttled`` the 429s received.
     """
 
     def __init__(
-        self, judge: Judge, *, max_in_flight: int, requests_per_minute: float | None = None
+        self,
+        judge: Judge,
+        *,
+        max_in_flight: int,
+        requests_per_minute: float | None = None,
+        retry: RetryPolicy | None = None,
+        request_timeout_s: float | None = None,
+        seed: int | None = None,
     ) -> None:
-        if max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
         self.judge = judge
         self.name = judge_name(judge)
+        self.retry = retry or RetryPolicy(max_attempts=1)
+        self.request_timeout_s = request_timeout_s
         self.requests_sent = 0
-        self._in_flight = asyncio.Semaphore(max_in_flight)
+        self.retries = 0
+        self.throttled = 0
+        self._slots = AdaptiveSlots(max_in_flight)
+        self._successes = 0
+        self._last_cut = -_CUT_INTERVAL_S
+        self._hold_until = 0.0
+        self._rng = random.Random(seed)
+        self._rpm = requests_per_minute
+        self._rate_share = 1.0
         self._throttler: Throttler | None = None
         if requests_per_minute is not None:
-            burst, period = pacing(requests_per_minute)
-            # Poll often enough to keep the pace, rarely enough not to spin.
-            interval = min(0.05, max(0.001, period / burst / 4))
-            self._throttler = Throttler(rate_limit=burst, period=period, retry_interval=interval)
+            self._throttler = Throttler(rate_limit=1, period=1.0)
+            self._set_rate(1.0)
         self._started = time.monotonic()
+
+    @property
+    def max_in_flight(self) -> int:
+        """The current bound on requests in flight (adaptive, at most the configured one)."""
+        return self._slots.limit
+
+    @property
+    def requests_per_minute(self) -> float | None:
+        """The current request rate (adaptive, at most the configured one), or None."""
+        return None if self._rpm is None else self._rpm * self._rate_share
 
     def requests_per_second(self) -> float:
         elapsed = time.monotonic() - self._started
         return self.requests_sent / elapsed if elapsed > 0 else 0.0
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        async with self._in_flight:
+    def describe(self) -> str:
+        """Figures for the progress display: rate, retries, 429s and the current limits."""
+        figures = f"{self.requests_per_second():.1f} req/s, retries {self.retries}"
+        if self.throttled:
+            figures += f", 429s {self.throttled}"
+        limit = f"limit {self._slots.limit}"
+        if self._rpm is not None:
+            limit += f"/{self.requests_per_minute:.0f} rpm"
+        return f"{figures}, {limit}"
+
+    def _set_rate(self, share: float) -> None:
+        assert self._throttler is not None
+        assert self._rpm is not None
+        self._rate_share = max(_MIN_RATE_SHARE, min(1.0, share))
+        burst, period = pacing(self._rpm * self._rate_share)
+        self._throttler.rate_limit = burst
+        self._throttler.period = period
+        # Poll often enough to keep the pace, rarely enough not to spin.
+        self._throttler.retry_interval = min(0.05, max(0.001, period / burst / 4))
+
+    def _on_success(self) -> None:
+        self._successes += 1
+        # Additive increase: one step per round of successes at the current limit.
+        if self._successes >= self._slots.limit:
+            self._successes = 0
+            if self._slots.limit < self._slots.maximum:
+                self._slots.resize(self._slots.limit + 1)
+            if self._throttler is not None and self._rate_share < 1.0:
+                self._set_rate(self._rate_share + 0.05)
+
+    def _on_throttled(self, wait_s: float) -> None:
+        self.throttled += 1
+        now = time.monotonic()
+        # Nothing new goes out before the server's wait is over.
+        self._hold_until = max(self._hold_until, now + wait_s)
+        self._successes = 0
+        if now - self._last_cut >= _CUT_INTERVAL_S:
+            # Multiplicative decrease, once per burst of 429s.
+            self._last_cut = now
+            self._slots.resize(self._slots.limit // 2)
+            if self._throttler is not None:
+                self._set_rate(self._rate_share / 2)
+
+    async def _send(self, request: JudgeRequest) -> JudgeReply:
+        await self._slots.acquire()
+        try:
+            while (hold := self._hold_until - time.monotonic()) > 0:
+                await asyncio.sleep(hold)
             if self._throttler is not None:
                 await self._throttler.acquire()  # type: ignore[no-untyped-call]
             self.requests_sent += 1
-            return await self.judge.complete(request)
+            if self.request_timeout_s is None:
+                return await self.judge.complete(request)
+            try:
+                return await asyncio.wait_for(
+                    self.judge.complete(request), timeout=self.request_timeout_s
+                )
+            except asyncio.TimeoutError:
+                raise JudgeAPIError(
+                    f"the judge gave no reply within runner.request_timeout_s "
+                    f"({self.request_timeout_s:g} s)"
+                ) from None
+        finally:
+            self._slots.release()
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        attempt = 1
+        while True:
+            try:
+                reply = await self._send(request)
+            except JudgeAPIError as error:
+                retryable = self.retry.is_retryable(error)
+                wait_s = self.retry.delay_s(attempt, error, self._rng) if retryable else 0.0
+                if error.status_code == 429:
+                    self._on_throttled(wait_s)
+                if not retryable or attempt >= self.retry.max_attempts:
+                    error.attempts = attempt
+                    raise
+                self.retries += 1
+                attempt += 1
+                await asyncio.sleep(wait_s)
+                continue
+            self._on_success()
+            return reply
 
     async def aclose(self) -> None:
         close = getattr(self.judge, "aclose", None)

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 
 class ProgressReporter:
-    """Items done of total, running mean score, errors, and the judge request rate.
+    """Items done of total, running mean score, errors, and the judge's figures (``details``).
 
     On a terminal a tqdm bar redraws in place. Elsewhere a bar's carriage returns would pile up
     in a log, so a plain line is printed at most every ``interval_s`` seconds and at the end.
@@ -22,12 +22,12 @@ class ProgressReporter:
         total: int,
         *,
         stream: TextIO | None = None,
-        request_rate: Callable[[], float] | None = None,
+        details: Callable[[], str] | None = None,
         interval_s: float = 10.0,
     ) -> None:
         self._stream = stream or sys.stderr
         self._total = total
-        self._request_rate = request_rate
+        self._details = details
         self._interval_s = interval_s
         self._done = 0
         self._errors = 0
@@ -58,8 +58,8 @@ class ProgressReporter:
     def _figures(self) -> str:
         mean = f"{self._score_sum / self._scored:.3f}" if self._scored else "n/a"
         figures = f"mean {mean}, errors {self._errors}"
-        if self._request_rate is not None:
-            figures += f", {self._request_rate():.1f} req/s"
+        if self._details is not None:
+            figures += f", {self._details()}"
         return figures
 
     def close(self) -> None:

@@ -73,6 +73,8 @@ class EvalRunResult:
     counts: RunCounts
     items: tuple[ItemResult, ...]
     hook_errors: int
+    # Items not finished because the run was told to stop (``stop``); they have no result.
+    unfinished: int = 0
 
 
 def scored_number(result: Any) -> float | None:
@@ -145,8 +147,10 @@ class _Batch:
         max_items_in_flight: int,
         max_target_calls_in_flight: int,
         reporter: ProgressReporter | None,
+        item_timeout_s: float | None,
     ) -> None:
         self.scorers = scorers
+        self.item_timeout_s = item_timeout_s
         self.ids = ids
         self.target = target
         self.hooks = hooks
@@ -157,26 +161,49 @@ class _Batch:
         self.hook_errors = 0
         self.fatal: list[JudgeAuthError] = []
 
-    async def run(self, items: Sequence[Item]) -> None:
-        """Launch items as slots free up (never all at once), then wait for those in flight."""
+    async def run(self, items: Sequence[Item], stop: asyncio.Event | None, grace_s: float) -> None:
+        """Launch items as slots free up (never all at once), then wait for those in flight.
+
+        When ``stop`` is set, no further item starts; those in flight get ``grace_s`` seconds
+        to finish and are then cancelled (they stay unfinished, with no result).
+        """
         tasks: set[asyncio.Task[None]] = set()
+        watcher = asyncio.create_task(self._cancel_after_stop(stop, grace_s, tasks))
         try:
             for position, item in enumerate(items):
                 await self.item_slots.acquire()
-                if self.fatal:
+                if self.fatal or (stop is not None and stop.is_set()):
                     self.item_slots.release()
                     break
                 task = asyncio.create_task(self.process(position, item))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
-            await asyncio.gather(*tasks)
+            await asyncio.gather(*tasks, return_exceptions=True)
         finally:
+            watcher.cancel()
             if self.reporter is not None:
                 self.reporter.close()
 
+    @staticmethod
+    async def _cancel_after_stop(
+        stop: asyncio.Event | None, grace_s: float, tasks: set[asyncio.Task[None]]
+    ) -> None:
+        if stop is None:
+            return
+        await stop.wait()
+        await asyncio.sleep(grace_s)
+        for task in list(tasks):
+            task.cancel()
+
     async def process(self, position: int, item: Item) -> None:
         try:
-            result = await self.evaluate(item)
+            if self.item_timeout_s is None:
+                result = await self.evaluate(item)
+            else:
+                try:
+                    result = await asyncio.wait_for(self.evaluate(item), self.item_timeout_s)
+                except asyncio.TimeoutError:
+                    result = self.timed_out(item)
         except JudgeAuthError as error:
             self.fatal.append(error)
             return
@@ -194,6 +221,21 @@ class _Batch:
         if self.reporter is not None:
             first = result.results.get(self.ids[0])
             self.reporter.update(score=scored_number(first), error=result.status == "error")
+
+    def timed_out(self, item: Item) -> ItemResult:
+        error = ErrorInfo(
+            type="ItemTimeoutError",
+            message=f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s)",
+        )
+        return ItemResult(
+            item_id=item.id,
+            input=item.input,
+            output=item.output,
+            metadata=item.metadata,
+            results=dict.fromkeys(self.ids, error),
+            error=error,
+            target_latency_s=None,
+        )
 
     async def evaluate(self, item: Item) -> ItemResult:
         output, target_error, latency = item.output, None, None
@@ -263,7 +305,10 @@ async def run_evals(
     max_items_in_flight: int = 16,
     max_target_calls_in_flight: int | None = None,
     progress: bool = False,
-    request_rate: Callable[[], float] | None = None,
+    progress_details: Callable[[], str] | None = None,
+    item_timeout_s: float | None = None,
+    stop: asyncio.Event | None = None,
+    shutdown_grace_s: float = 30.0,
 ) -> EvalRunResult:
     """Run ``target`` on each item's input (or take the item's ``output``), score it, report it.
 
@@ -272,10 +317,18 @@ async def run_evals(
     its ``ItemResult``, failed items included; a hook that raises is logged and counted, and the
     run goes on. One item's failure never stops the others; only a refused key or an exhausted
     quota (``JudgeAuthError``) stops the run, since every later call would fail the same way.
+
+    ``item_timeout_s`` bounds one item's target call and scoring together; an item that takes
+    longer ends in error (``ItemTimeoutError``). Setting ``stop`` (for example from a signal
+    handler) starts no further item and gives those in flight ``shutdown_grace_s`` seconds to
+    finish; the rest are counted in ``unfinished``. ``progress_details`` adds figures (the
+    judge's request rate, retries, limits) to the progress display.
     """
     ids = _scorer_ids(scorers)
     if max_items_in_flight < 1:
         raise ConfigError(f"max_items_in_flight must be >= 1, got {max_items_in_flight}")
+    if item_timeout_s is not None and item_timeout_s <= 0:
+        raise ConfigError(f"item_timeout_s must be > 0 or None, got {item_timeout_s}")
     items = _as_items(data, has_target=target is not None)
     if on_item_complete is None:
         hooks: list[Hook] = []
@@ -290,9 +343,10 @@ async def run_evals(
         hooks=hooks,
         max_items_in_flight=max_items_in_flight,
         max_target_calls_in_flight=max_target_calls_in_flight or max_items_in_flight,
-        reporter=ProgressReporter(len(items), request_rate=request_rate) if progress else None,
+        reporter=ProgressReporter(len(items), details=progress_details) if progress else None,
+        item_timeout_s=item_timeout_s,
     )
-    await batch.run(items)
+    await batch.run(items, stop, shutdown_grace_s)
     if batch.fatal:
         raise batch.fatal[0]
     ordered = tuple(result for _, result in sorted(batch.done, key=lambda pair: pair[0]))
@@ -306,6 +360,7 @@ async def run_evals(
         ),
         items=ordered,
         hook_errors=batch.hook_errors,
+        unfinished=len(items) - len(ordered),
     )
 
 

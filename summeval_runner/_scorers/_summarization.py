@@ -17,6 +17,7 @@ from summeval_runner._errors import (
     InputError,
     JudgeAPIError,
     JudgeAuthError,
+    JudgeError,
     JudgeOutputError,
 )
 from summeval_runner._judges._protocol import (
@@ -218,8 +219,11 @@ class SummarizationScorer:
             )
         except JudgeAuthError:
             raise
-        except (JudgeAPIError, JudgeOutputError) as error:
+        except JudgeError as error:
             step = _failed_step(preprocess, analyze)
+            calls = meter.usage.get(step, StepUsage()).calls
+            # A provider error's own count covers the runner's retries of the last call.
+            attempts = calls - 1 + error.attempts if isinstance(error, JudgeAPIError) else calls
             return self._result(
                 status="error",
                 score=None,
@@ -231,7 +235,7 @@ class SummarizationScorer:
                     type=type(error).__name__,
                     message=str(error),
                     step=step,
-                    attempts=meter.usage.get(step, StepUsage()).calls,
+                    attempts=attempts,
                     raw_reply=error.raw_reply if isinstance(error, JudgeOutputError) else None,
                 ),
             )

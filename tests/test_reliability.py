@@ -1,0 +1,395 @@
+"""Never lose work, never hammer the API: faults, retries, the cache, resume, interrupts.
+
+Every test runs the real app in a subprocess against the loopback server, through the openai SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.chat_server import ChatServer, Fault, FaultMix
+from tests.test_app import ROOT, SECRET, run_app, table
+
+ENV = {"OPENAI_API_KEY": SECRET}
+# Fast retries: the tests check what is retried, not how long the waits are.
+FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
+
+
+def write_dataset(path: Path, count: int) -> Path:
+    """``count`` distinct documents made from the bundled sample."""
+    sample = [
+        json.loads(line)
+        for line in (ROOT / "data" / "sample_articles.jsonl").read_text("utf-8").splitlines()
+    ]
+    with path.open("w", encoding="utf-8") as file:
+        for index in range(count):
+            doc = sample[index % len(sample)]
+            text = f"{doc['text']} This is copy {index} of the article."
+            file.write(json.dumps({"id": f"doc-{index:03d}", "text": text}) + "\n")
+    return path
+
+
+def openai_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
+    return (
+        "model=openai",
+        f"model.base_url={server.base_url}",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        *FAST_RETRIES,
+        *overrides,
+    )
+
+
+def start_app(run_dir: Path, *overrides: str) -> subprocess.Popen[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | ENV
+    return subprocess.Popen(
+        [sys.executable, "-m", "summeval_runner", f"hydra.run.dir={run_dir}", *overrides],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=run_dir.parent,
+    )
+
+
+def journal_lines(run_dir: Path) -> int:
+    journal = run_dir / "journal.jsonl"
+    return journal.read_text("utf-8").count("\n") if journal.exists() else 0
+
+
+def wait_for_items(run_dir: Path, count: int, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while journal_lines(run_dir) < count:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the run made no progress"
+        time.sleep(0.02)
+
+
+def comparable(run_dir: Path, name: str) -> pd.DataFrame:
+    """A table without what legitimately differs between two runs: run ids and timings."""
+    frame = table(run_dir, name)
+    drop = [c for c in frame.columns if c == "run_id" or c.endswith("latency_s")]
+    return frame.drop(columns=drop).reset_index(drop=True)
+
+
+def test_every_item_ends_scored_through_500s_malformed_replies_and_429_storms(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.mix = FaultMix(
+        seed=7, server_errors=0.1, malformed=0.1, storm_every=80, storm_length=10, retry_after_s=0.2
+    )
+    dataset = write_dataset(tmp_path / "docs.jsonl", 120)
+
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server, dataset, "runner.retry.max_attempts=10", "runner.cache=off"),
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    items = table(tmp_path / "run", "items")
+    assert len(items) == 120
+    assert set(items["status"]) == {"scored"}
+    # The faults happened, and the run rode them out.
+    assert chat_server.counts["500"] >= 20
+    assert chat_server.counts["429"] >= 10
+    assert chat_server.counts["malformed"] >= 10
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
+    assert manifest["judge"]["retries"] == chat_server.counts["500"] + chat_server.counts["429"]
+    assert manifest["judge"]["throttled_429"] == chat_server.counts["429"]
+    # A malformed reply was re-asked: that step made two calls.
+    assert (items["judge_calls"] > 3).sum() >= 10
+
+
+def test_hanging_requests_and_dropped_connections_are_retried(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.mix = FaultMix(seed=3, hangs=0.05, drops=0.05, hang_s=3.0)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 30)
+
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server, dataset, "runner.request_timeout_s=0.5", "runner.cache=off"),
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert set(table(tmp_path / "run", "items")["status"]) == {"scored"}
+    assert chat_server.counts["hang"] >= 1
+    assert chat_server.counts["drop"] >= 1
+
+
+def test_retries_give_up_in_the_end_and_the_error_is_data(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.fail_every_request(Fault(503, "overloaded"))
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server, dataset, "runner.retry.max_attempts=3"),
+        env=ENV,
+    )
+
+    assert completed.returncode == 1  # above runner.max_error_rate, which is 0
+    items = table(tmp_path / "run", "items")
+    assert items["status"].tolist() == ["error", "error"]
+    assert items["score"].isna().all()  # an error is never a score of 0
+    assert items["error_type"].tolist() == ["JudgeAPIError"] * 2
+    assert items["error_attempts"].tolist() == [3, 3]
+    assert items["error_message"].str.contains("HTTP 503").all()
+    assert len(chat_server.requests) == 6
+
+
+@pytest.mark.parametrize("status", [400, 404])
+def test_a_request_the_server_rejects_is_never_retried(
+    tmp_path: Path, chat_server: ChatServer, status: int
+) -> None:
+    chat_server.fail_every_request(Fault(status, "bad request"))
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    completed = run_app(tmp_path / "run", *openai_run(chat_server, dataset), env=ENV)
+
+    assert completed.returncode == 1
+    assert len(chat_server.requests) == 2  # one per item
+    assert table(tmp_path / "run", "items")["error_attempts"].tolist() == [1, 1]
+
+
+def test_an_oversized_input_is_an_item_error_found_before_the_call(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = tmp_path / "docs.jsonl"
+    long_text = "The council met again to discuss the budget. " * 400
+    dataset.write_text(
+        json.dumps({"id": "long", "text": long_text})
+        + "\n"
+        + json.dumps({"id": "short", "text": "The council met. The budget passed."})
+        + "\n",
+        encoding="utf-8",
+    )
+
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(
+            chat_server, dataset, "model.max_input_tokens=2000", "runner.max_error_rate=0.5"
+        ),
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    items = table(tmp_path / "run", "items").set_index("item_id")
+    assert items.loc["short", "status"] == "scored"
+    assert items.loc["long", "status"] == "error"
+    assert items.loc["long", "error_type"] == "JudgeInputTooLargeError"
+    assert "more than the judge's max_input_tokens (2000)" in items.loc["long", "error_message"]
+    assert items.loc["long", "error_attempts"] == 1
+    assert all("council met again" not in r.text for r in chat_server.requests)
+
+
+def test_the_servers_context_length_error_is_an_item_error_and_not_retried(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.fail_every_request(
+        Fault(400, "This model's maximum context length is 8192 tokens", "context_length_exceeded")
+    )
+    dataset = write_dataset(tmp_path / "docs.jsonl", 1)
+
+    run_app(tmp_path / "run", *openai_run(chat_server, dataset), env=ENV)
+
+    items = table(tmp_path / "run", "items")
+    assert items["error_type"].tolist() == ["JudgeInputTooLargeError"]
+    assert len(chat_server.requests) == 1
+
+
+def test_the_second_run_of_a_config_sends_no_request(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 12)
+    first = run_app(tmp_path / "first", *openai_run(chat_server, dataset), env=ENV)
+    sent = len(chat_server.requests)
+
+    second = run_app(tmp_path / "second", *openai_run(chat_server, dataset), env=ENV)
+
+    assert first.returncode == second.returncode == 0, second.stderr
+    assert sent > 0
+    assert len(chat_server.requests) == sent
+    pd.testing.assert_frame_equal(
+        comparable(tmp_path / "first", "items"), comparable(tmp_path / "second", "items")
+    )
+    manifest = json.loads((tmp_path / "second" / "manifest.json").read_text("utf-8"))
+    assert manifest["judge"]["requests"] == 0
+    assert manifest["judge"]["cache"]["hits"] == 36
+
+
+def test_the_cache_keys_on_the_judge_and_can_be_turned_off(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+    run_app(tmp_path / "a", *openai_run(chat_server, dataset), env=ENV)
+    sent = len(chat_server.requests)
+
+    run_app(tmp_path / "b", *openai_run(chat_server, dataset, "model.name=other"), env=ENV)
+    changed_model = len(chat_server.requests) - sent
+    run_app(tmp_path / "c", *openai_run(chat_server, dataset, "runner.cache=off"), env=ENV)
+    cache_off = len(chat_server.requests) - sent - changed_model
+
+    assert changed_model > 0
+    assert cache_off == sent
+
+
+def test_errors_are_never_cached(tmp_path: Path, chat_server: ChatServer) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 1)
+    chat_server.fail_every_request(Fault(500, "down"))
+    run_app(
+        tmp_path / "a", *openai_run(chat_server, dataset, "runner.retry.max_attempts=1"), env=ENV
+    )
+    chat_server.fail_every_request(None)
+    before = len(chat_server.requests)
+
+    completed = run_app(tmp_path / "b", *openai_run(chat_server, dataset), env=ENV)
+
+    assert completed.returncode == 0
+    assert len(chat_server.requests) - before == 3
+    assert table(tmp_path / "b", "items")["status"].tolist() == ["scored"]
+
+
+def test_summeval_cache_reports_and_clears_the_cache(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+    run_app(tmp_path / "a", *openai_run(chat_server, dataset), env=ENV)
+
+    def cache(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["summeval-cache", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    info = cache("info")
+    cleared = cache("clear")
+    after = cache("info")
+
+    # One entry per distinct request (both items' reason steps asked the same).
+    distinct = len({json.dumps(r.body, sort_keys=True) for r in chat_server.requests})
+    assert info.returncode == 0, info.stderr
+    assert f"entries: {distinct}" in info.stdout
+    assert os.environ["SUMMEVAL_CACHE_DIR"] in info.stdout
+    assert f"removed {distinct} entries" in cleared.stdout
+    assert "entries: 0" in after.stdout
+
+
+def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.latency_s = 0.02
+    dataset = write_dataset(tmp_path / "docs.jsonl", 40)
+    overrides = openai_run(chat_server, dataset, "runner.cache=off", "runner.max_items_in_flight=4")
+    killed = tmp_path / "killed"
+    process = start_app(killed, *overrides)
+    wait_for_items(killed, 12, process)
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    # Whole lines only: the kill may have cut the last one short.
+    whole_lines = (killed / "journal.jsonl").read_text("utf-8").split("\n")[:-1]
+    done = {json.loads(line)["item_id"] for line in whole_lines}
+    before = len(chat_server.requests)
+
+    resumed = run_app(killed, *overrides, f"runner.resume={killed}", env=ENV)
+
+    assert resumed.returncode == 0, resumed.stderr
+    after_kill = chat_server.requests[before:]
+    texts = dataset.read_text("utf-8").splitlines()
+    done_texts = [json.loads(line)["text"] for line in texts if json.loads(line)["id"] in done]
+    assert len(done) >= 12
+    assert not [r for r in after_kill if any(text in r.text for text in done_texts)]
+    # The same run made in one go gives the same tables.
+    whole = tmp_path / "whole"
+    assert run_app(whole, *overrides, env=ENV).returncode == 0
+    for name in ("items", "alignment", "coverage", "aggregates"):
+        pd.testing.assert_frame_equal(comparable(killed, name), comparable(whole, name))
+    manifest = json.loads((killed / "manifest.json").read_text("utf-8"))
+    assert manifest["status"] == "completed"
+    (resumption,) = manifest["resumptions"]
+    assert resumption["items_kept"] == len(done)
+    assert resumption["items_to_score"] == 40 - len(done)
+
+
+def test_ctrl_c_writes_everything_reports_the_unfinished_and_resumes(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.latency_s = 0.05
+    dataset = write_dataset(tmp_path / "docs.jsonl", 30)
+    overrides = openai_run(chat_server, dataset, "runner.max_items_in_flight=2")
+    run_dir = tmp_path / "run"
+    process = start_app(run_dir, *overrides)
+    wait_for_items(run_dir, 3, process)
+
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 130
+    finished = len(table(run_dir, "items"))
+    assert 3 <= finished < 30
+    assert f"interrupted: {30 - finished} of 30 items unfinished" in stderr
+    assert f"runner.resume={run_dir}" in stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+    assert (manifest["status"], manifest["unfinished"]) == ("interrupted", 30 - finished)
+
+    resumed = run_app(run_dir, *overrides, f"runner.resume={run_dir}", env=ENV)
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert "30 items: 30 scored" in resumed.stdout
+    assert table(run_dir, "items")["item_id"].tolist() == [f"doc-{i:03d}" for i in range(30)]
+
+
+def test_a_second_ctrl_c_exits_at_once_and_the_run_still_resumes(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.latency_s = 0.3
+    dataset = write_dataset(tmp_path / "docs.jsonl", 20)
+    overrides = openai_run(chat_server, dataset, "runner.max_items_in_flight=4")
+    run_dir = tmp_path / "run"
+    process = start_app(run_dir, *overrides)
+    wait_for_items(run_dir, 1, process)
+
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+
+    assert process.returncode == 130
+    resumed = run_app(run_dir, *overrides, f"runner.resume={run_dir}", env=ENV)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "20 items: 20 scored" in resumed.stdout
+
+
+def test_resume_refuses_a_changed_config(tmp_path: Path, chat_server: ChatServer) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+    run_dir = tmp_path / "run"
+    run_app(run_dir, *openai_run(chat_server, dataset), env=ENV)
+
+    changed = run_app(
+        tmp_path / "other",
+        *openai_run(chat_server, dataset, "scorer.max_questions=3"),
+        f"runner.resume={run_dir}",
+        env=ENV,
+    )
+    missing = run_app(tmp_path / "x", "runner.resume=/nonexistent/run")
+
+    assert changed.returncode == 2
+    assert "scorer.max_questions was 10, now 3" in changed.stderr
+    assert missing.returncode == 2
+    assert "/nonexistent/run is not a run directory" in missing.stderr
