@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import random
 import threading
 import time
@@ -41,8 +42,10 @@ class FaultMix:
     Each request's fate is drawn from a generator seeded by ``seed``, the request's body and how
     many answers other than 429 that body has had, so it is the same whatever order concurrent
     requests arrive in. ``malformed`` hits only a step's first ask (a re-ask states the problem,
-    and models mostly correct it). A 429 storm answers ``storm_length`` requests out of every
-    ``storm_every`` with 429 and ``Retry-After``; no body gets more than two 429s.
+    and models mostly correct it). A 429 storm, as a provider's rate limit makes: for the first
+    ``storm_s`` seconds of every ``storm_every_s`` (counted from the first request), every request
+    is answered 429 with the time left in the storm as ``Retry-After``; no body gets more than
+    two 429s, so the outcome does not depend on timing.
     """
 
     seed: int = 0
@@ -51,9 +54,8 @@ class FaultMix:
     hangs: float = 0.0
     drops: float = 0.0
     hang_s: float = 3.0
-    storm_every: int = 0
-    storm_length: int = 0
-    retry_after_s: float = 1.0
+    storm_every_s: float = 0.0
+    storm_s: float = 0.0
 
 
 MALFORMED = '{"alignment": [{"claim": "cut sh'
@@ -117,6 +119,11 @@ def valid_content(body: dict[str, Any]) -> dict[str, Any]:
     return {"reason": "Alignment set the score."}
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog of 5 resets connections when many clients open at once.
+    request_queue_size = 256
+
+
 class ChatServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
@@ -127,8 +134,9 @@ class ChatServer:
         self.counts: Counter[str] = Counter()
         self._answers: Counter[str] = Counter()
         self._throttled: Counter[str] = Counter()
+        self._first_request: float | None = None
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -160,13 +168,15 @@ class ChatServer:
         if mix is None:
             return None
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        number = len(self.requests)
-        in_storm = mix.storm_every and number % mix.storm_every < mix.storm_length
-        if in_storm and self._throttled[digest] < 2:
+        now = time.monotonic()
+        if self._first_request is None:
+            self._first_request = now
+        phase = (now - self._first_request) % mix.storm_every_s if mix.storm_every_s else 0.0
+        if phase < mix.storm_s and self._throttled[digest] < 2:
             self._throttled[digest] += 1
-            return Fault(
-                429, "Rate limit reached", headers={"retry-after": f"{mix.retry_after_s:g}"}
-            )
+            left = mix.storm_s - phase
+            wait = {"retry-after-ms": f"{left * 1000:.0f}", "retry-after": f"{math.ceil(left)}"}
+            return Fault(429, "Rate limit reached", headers=wait)
         answered = self._answers[digest]
         self._answers[digest] += 1
         roll = random.Random(f"{mix.seed}:{digest}:{answered}").random()
@@ -233,6 +243,9 @@ class ChatServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real providers
+            # Headers and body go out in two writes; with Nagle's algorithm the second waits for
+            # the client's delayed ACK (40 ms), which would dwarf the latency a test sets.
+            disable_nagle_algorithm = True
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import io
+import random
+import time
 
 import pytest
 
 from summeval_runner import (
     FakeJudge,
+    JudgeAPIError,
+    JudgeAuthError,
     JudgeReply,
     JudgeRequest,
     create_summarization_scorer,
     run_evals,
 )
+from summeval_runner._errors import JudgeInputTooLargeError
+from summeval_runner._judges._openai import retry_after_s
 from summeval_runner._runner._limits import LimitedJudge, pacing
 from summeval_runner._runner._progress import ProgressReporter
+from summeval_runner._runner._retry import RetryPolicy
 
 
 class SlowJudge(FakeJudge):
@@ -111,3 +119,162 @@ def test_progress_is_plain_lines_elsewhere() -> None:
         reporter.update(score=1.0, error=False)
 
     assert stream.getvalue() == "progress: 3/3 items, mean 1.000, errors 0\n"
+
+
+class Throttling(FakeJudge):
+    """Answers 429 to the calls whose numbers are listed, then valid replies."""
+
+    def __init__(self, throttled: set[int], retry_after_s: float | None = None) -> None:
+        super().__init__(
+            preprocess={"alignment": [], "questions": ["q"]},
+            analyze={"coverage": [{"question": "q", "answered": True, "reason": "r"}]},
+        )
+        self.throttled = throttled
+        self.retry_after_s = retry_after_s
+        self.calls = 0
+        self.times: list[float] = []
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        self.calls += 1
+        self.times.append(time.monotonic())
+        if self.calls in self.throttled:
+            raise JudgeAPIError("slow down", status_code=429, retry_after_s=self.retry_after_s)
+        return await super().complete(request)
+
+
+def preprocess_request() -> JudgeRequest:
+    judge = FakeJudge(preprocess={"alignment": [], "questions": []}, analyze={"coverage": []})
+    scorer = create_summarization_scorer(judge)
+    scorer.run_sync(input="Source.", output="Summary.")
+    return judge.requests[0]
+
+
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [
+        *[(status, True) for status in (408, 409, 429, 500, 503, None)],
+        *[(status, False) for status in (400, 401, 403, 404, 422)],
+    ],
+)
+def test_the_policy_retries_only_what_may_succeed_unchanged(
+    status: int | None, retryable: bool
+) -> None:
+    assert RetryPolicy().is_retryable(JudgeAPIError("x", status_code=status)) is retryable
+
+
+def test_the_policy_never_retries_a_refused_key_or_an_exhausted_quota() -> None:
+    policy = RetryPolicy()
+    assert not policy.is_retryable(JudgeAuthError("quota", status_code=429))
+    assert not policy.is_retryable(JudgeInputTooLargeError("too long"))
+
+
+def test_backoff_grows_exponentially_with_jitter_and_a_cap() -> None:
+    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=8.0, max_retry_after_s=5.0)
+    rng = random.Random(0)
+    error = JudgeAPIError("busy", status_code=503)
+
+    waits = {retry: [policy.delay_s(retry, error, rng) for _ in range(200)] for retry in (1, 3, 6)}
+
+    assert min(waits[1]) >= 0
+    assert max(waits[1]) <= 1.0
+    assert 3.0 < max(waits[3]) <= 4.0  # up to base * 2**2, jittered below
+    assert max(waits[6]) <= 8.0  # capped
+    assert len(set(waits[1])) > 100  # jitter: the waits of many clients spread out
+    asked = JudgeAPIError("slow down", status_code=429, retry_after_s=30.0)
+    assert policy.delay_s(1, asked) == 5.0  # the server's wait, up to the cap
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"Retry-After": "7"}, 7.0),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"x-ratelimit-reset-requests": "6m0s"}, 360.0),
+        ({"x-ratelimit-reset-tokens": "20ms"}, 0.02),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_the_servers_wait_is_read_from_its_headers(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    assert retry_after_s(headers) == (pytest.approx(seconds) if seconds is not None else None)
+
+
+def test_an_http_date_retry_after_is_read_as_the_time_left() -> None:
+    in_ten = email.utils.formatdate(time.time() + 10, usegmt=True)
+    assert retry_after_s({"Retry-After": in_ten}) == pytest.approx(10, abs=1.5)
+
+
+def test_a_429_holds_every_new_request_for_the_servers_wait() -> None:
+    judge = Throttling({1}, retry_after_s=0.3)
+    limited = LimitedJudge(judge, max_in_flight=4, retry=RetryPolicy(max_attempts=3))
+    request = preprocess_request()
+
+    async def burst() -> None:
+        first = asyncio.create_task(limited.complete(request))
+        await asyncio.sleep(0.01)  # the 429 has arrived; the others start after it
+        await asyncio.gather(first, *(limited.complete(request) for _ in range(3)))
+
+    asyncio.run(burst())
+
+    assert judge.calls == 5
+    throttled_at = judge.times[0]
+    assert all(later - throttled_at >= 0.29 for later in judge.times[1:])
+    assert (limited.retries, limited.throttled) == (1, 1)
+
+
+def test_429s_halve_the_requests_in_flight_and_successes_raise_them_again() -> None:
+    judge = Throttling({1, 2, 3})
+    limited = LimitedJudge(
+        judge,
+        max_in_flight=8,
+        requests_per_minute=6000,
+        retry=RetryPolicy(max_attempts=5, base_delay_s=0.0),
+    )
+    request = preprocess_request()
+
+    async def one() -> None:
+        await limited.complete(request)
+
+    asyncio.run(one())
+    # Three 429s in a row are one burst: one cut.
+    assert (limited.max_in_flight, limited.requests_per_minute) == (4, 3000)
+    assert "retries 3, 429s 3, limit 4/3000 rpm" in limited.describe()
+
+    async def many() -> None:
+        for _ in range(4 + 5 + 6 + 7):
+            await limited.complete(request)
+
+    asyncio.run(many())
+    assert limited.max_in_flight == 8
+    # Four rounds of successes: one more request in flight and 5% of the full rate each.
+    assert limited.requests_per_minute == pytest.approx(6000 * (0.5 + 4 * 0.05))
+
+
+def test_a_request_that_hangs_times_out_and_is_retried() -> None:
+    class Hangs(FakeJudge):
+        def __init__(self) -> None:
+            super().__init__(
+                preprocess={"alignment": [], "questions": []}, analyze={"coverage": []}
+            )
+            self.calls = 0
+
+        async def complete(self, request: JudgeRequest) -> JudgeReply:
+            self.calls += 1
+            if self.calls == 1:
+                await asyncio.sleep(60)
+            return await super().complete(request)
+
+    judge = Hangs()
+    limited = LimitedJudge(
+        judge,
+        max_in_flight=1,
+        retry=RetryPolicy(max_attempts=2, base_delay_s=0.0),
+        request_timeout_s=0.05,
+    )
+
+    reply = asyncio.run(limited.complete(preprocess_request()))
+
+    assert reply.content
+    assert (judge.calls, limited.retries) == (2, 1)

@@ -17,25 +17,12 @@ import pandas as pd
 import pytest
 
 from tests.chat_server import ChatServer, Fault, FaultMix
-from tests.test_app import ROOT, SECRET, run_app, table
+from tests.documents import write_dataset
+from tests.test_app import SECRET, run_app, table
 
 ENV = {"OPENAI_API_KEY": SECRET}
 # Fast retries: the tests check what is retried, not how long the waits are.
 FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
-
-
-def write_dataset(path: Path, count: int) -> Path:
-    """``count`` distinct documents made from the bundled sample."""
-    sample = [
-        json.loads(line)
-        for line in (ROOT / "data" / "sample_articles.jsonl").read_text("utf-8").splitlines()
-    ]
-    with path.open("w", encoding="utf-8") as file:
-        for index in range(count):
-            doc = sample[index % len(sample)]
-            text = f"{doc['text']} This is copy {index} of the article."
-            file.write(json.dumps({"id": f"doc-{index:03d}", "text": text}) + "\n")
-    return path
 
 
 def openai_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
@@ -86,7 +73,7 @@ def test_every_item_ends_scored_through_500s_malformed_replies_and_429_storms(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
     chat_server.mix = FaultMix(
-        seed=7, server_errors=0.1, malformed=0.1, storm_every=80, storm_length=10, retry_after_s=0.2
+        seed=7, server_errors=0.1, malformed=0.1, storm_every_s=1.0, storm_s=0.2
     )
     dataset = write_dataset(tmp_path / "docs.jsonl", 120)
 
@@ -327,8 +314,9 @@ def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
     assert resumption["items_to_score"] == 40 - len(done)
 
 
-def test_ctrl_c_writes_everything_reports_the_unfinished_and_resumes(
-    tmp_path: Path, chat_server: ChatServer
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_writes_everything_reports_the_unfinished_and_resumes(
+    tmp_path: Path, chat_server: ChatServer, signum: signal.Signals, code: int
 ) -> None:
     chat_server.latency_s = 0.05
     dataset = write_dataset(tmp_path / "docs.jsonl", 30)
@@ -337,10 +325,10 @@ def test_ctrl_c_writes_everything_reports_the_unfinished_and_resumes(
     process = start_app(run_dir, *overrides)
     wait_for_items(run_dir, 3, process)
 
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     _, stderr = process.communicate(timeout=60)
 
-    assert process.returncode == 130
+    assert process.returncode == code
     finished = len(table(run_dir, "items"))
     assert 3 <= finished < 30
     assert f"interrupted: {30 - finished} of 30 items unfinished" in stderr
@@ -352,7 +340,7 @@ def test_ctrl_c_writes_everything_reports_the_unfinished_and_resumes(
 
     assert resumed.returncode == 0, resumed.stderr
     assert "30 items: 30 scored" in resumed.stdout
-    assert table(run_dir, "items")["item_id"].tolist() == [f"doc-{i:03d}" for i in range(30)]
+    assert table(run_dir, "items")["item_id"].tolist() == [f"doc-{i:05d}" for i in range(30)]
 
 
 def test_a_second_ctrl_c_exits_at_once_and_the_run_still_resumes(

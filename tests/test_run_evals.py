@@ -338,3 +338,76 @@ def test_bad_arguments_fail_before_any_call(
     with pytest.raises(error, match=message):
         asyncio.run(run_evals(**arguments))
     assert calls == []
+
+
+def test_an_item_past_its_timeout_is_an_error_and_the_others_go_on() -> None:
+    async def target(text: str) -> str:
+        if text == DOCS["d2"]:
+            await asyncio.sleep(30)
+        return first_sentence(text)
+
+    result = asyncio.run(
+        run_evals(
+            target=target,
+            scorers=[scorer_answering(True)],
+            data=DATA,
+            item_timeout_s=0.2,
+        )
+    )
+
+    by_id = {item.item_id: item for item in result.items}
+    assert by_id["d2"].status == "error"
+    assert by_id["d2"].error is not None
+    assert by_id["d2"].error.type == "ItemTimeoutError"
+    assert "item_timeout_s (0.2 s)" in by_id["d2"].error.message
+    assert result.counts.scored == 5
+
+
+def test_stop_starts_no_new_item_and_lets_those_in_flight_finish() -> None:
+    started: list[str] = []
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+
+        async def target(text: str) -> str:
+            started.append(text)
+            stop.set()  # as a signal handler would, while two items are in flight
+            await asyncio.sleep(0.05)
+            return first_sentence(text)
+
+        return await run_evals(
+            target=target,
+            scorers=[scorer_answering(True)],
+            data=DATA,
+            max_items_in_flight=2,
+            stop=stop,
+        )
+
+    result = asyncio.run(main())
+
+    assert len(started) == 2
+    assert [item.status for item in result.items] == ["scored", "scored"]
+    assert (result.counts.total, result.unfinished) == (2, 4)
+
+
+def test_items_in_flight_past_the_grace_period_are_cancelled_unfinished() -> None:
+    async def main() -> Any:
+        stop = asyncio.Event()
+
+        async def target(text: str) -> str:
+            stop.set()
+            await asyncio.sleep(30)
+            return text
+
+        return await run_evals(
+            target=target,
+            scorers=[scorer_answering(True)],
+            data=DATA,
+            max_items_in_flight=3,
+            stop=stop,
+            shutdown_grace_s=0.05,
+        )
+
+    result = asyncio.run(main())
+
+    assert (result.counts.total, result.unfinished) == (0, 6)

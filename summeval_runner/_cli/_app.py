@@ -422,11 +422,13 @@ def _resume_command(run_dir: Path) -> str:
     return shlex.join(["summeval-run", *overrides, f"runner.resume={run_dir}"])
 
 
-def _run_counts(aggregates: Path, scorer_id: str) -> RunCounts:
+def _run_totals(aggregates: Path, scorer_id: str) -> tuple[RunCounts, float | None]:
+    """The whole run's item counts and mean score, resumed parts included, from its tables."""
     for row in pq.read_table(aggregates).to_pylist():
         if row["scorer_id"] == scorer_id and row["metric"] == "score":
-            return RunCounts(row["items"], row["scored"], row["unscorable"], row["errors"])
-    return RunCounts(0, 0, 0, 0)
+            counts = RunCounts(row["items"], row["scored"], row["unscorable"], row["errors"])
+            return counts, row["mean"]
+    return RunCounts(0, 0, 0, 0), None
 
 
 def _token_totals(items: Path) -> dict[str, int]:
@@ -488,9 +490,8 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     positions = {item.id: position for position, item in enumerate(job.items)}
     sink = _TableSink(writer, run_id, variant, job.scorer, positions)
     aborted: str | None = None
-    outcome: EvalRunResult | None = None
     try:
-        outcome = asyncio.run(_execute(job, todo, sink, cfg.runner, interrupts))
+        asyncio.run(_execute(job, todo, sink, cfg.runner, interrupts))
     except JudgeAuthError as error:
         aborted = scrub(str(error))
     finally:
@@ -498,7 +499,7 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
         if job.cache is not None:
             job.cache.close()
     duration = time.perf_counter() - clock
-    counts = _run_counts(tables["aggregates"], job.scorer.id)
+    counts, mean = _run_totals(tables["aggregates"], job.scorer.id)
     unfinished = len(job.items) - counts.total
     error_rate = counts.errors / counts.total if counts.total else 0.0
     if aborted is not None:
@@ -517,7 +518,7 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
         "duration_s": round(duration, 3) + float((previous or {}).get("duration_s") or 0.0),
         "counts": counts.__dict__,
         "unfinished": unfinished,
-        "means": dict(outcome.means) if outcome and previous is None else None,
+        "means": {job.scorer.id: mean},
         "judge": {
             "name": job.judge.name,
             "requests": job.judge.requests_sent + int(before.get("requests", 0)),

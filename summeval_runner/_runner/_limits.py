@@ -2,8 +2,9 @@
 
 ``LimitedJudge`` wraps a judge for one run. It retries what the policy says is transient,
 honours the server's ``Retry-After``, and adapts: each burst of 429s halves the requests in
-flight (and slows the rate, when one is set) and holds every new request back for the time the
-server asked; each round of successes raises them again by one step, up to the configured limits.
+flight (and the rate, when one is set) and holds every new request back for the time the server
+asked. Each round of successes raises them again: doubling back up to half the level where the
+429s began (as TCP's slow start does), then one step a round, up to the configured limits.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from summeval_runner._runner._retry import RetryPolicy
 _MIN_RATE_SHARE = 0.1
 # 429s that arrive within this many seconds of a cut are the same burst: one cut per burst.
 _CUT_INTERVAL_S = 1.0
+# A cut this long after the last one starts a new episode: its level sets the recovery target.
+_EPISODE_S = 30.0
 
 
 def pacing(requests_per_minute: float) -> tuple[int, float]:
@@ -116,7 +119,10 @@ class LimitedJudge:
         self.throttled = 0
         self._slots = AdaptiveSlots(max_in_flight)
         self._successes = 0
-        self._last_cut = -_CUT_INTERVAL_S
+        self._last_cut = -_EPISODE_S
+        # Below these, recovery doubles; above, it adds one step a round.
+        self._fast_limit = 0
+        self._fast_share = 0.0
         self._hold_until = 0.0
         self._rng = random.Random(seed)
         self._rpm = requests_per_minute
@@ -166,10 +172,16 @@ class LimitedJudge:
         # Additive increase: one step per round of successes at the current limit.
         if self._successes >= self._slots.limit:
             self._successes = 0
-            if self._slots.limit < self._slots.maximum:
-                self._slots.resize(self._slots.limit + 1)
-            if self._throttler is not None and self._rate_share < 1.0:
-                self._set_rate(self._rate_share + 0.05)
+            limit = self._slots.limit
+            if limit < self._slots.maximum:
+                self._slots.resize(
+                    min(2 * limit, self._fast_limit) if limit < self._fast_limit else limit + 1
+                )
+            share = self._rate_share
+            if self._throttler is not None and share < 1.0:
+                self._set_rate(
+                    min(2 * share, self._fast_share) if share < self._fast_share else share + 0.05
+                )
 
     def _on_throttled(self, wait_s: float) -> None:
         self.throttled += 1
@@ -179,6 +191,9 @@ class LimitedJudge:
         self._successes = 0
         if now - self._last_cut >= _CUT_INTERVAL_S:
             # Multiplicative decrease, once per burst of 429s.
+            if now - self._last_cut >= _EPISODE_S:
+                self._fast_limit = self._slots.limit // 2
+                self._fast_share = self._rate_share / 2
             self._last_cut = now
             self._slots.resize(self._slots.limit // 2)
             if self._throttler is not None:
