@@ -381,3 +381,23 @@ def test_resume_refuses_a_changed_config(tmp_path: Path, chat_server: ChatServer
     assert "scorer.max_questions was 10, now 3" in changed.stderr
     assert missing.returncode == 2
     assert "/nonexistent/run is not a run directory" in missing.stderr
+
+
+def test_processes_running_at_once_share_the_cache_safely(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.latency_s = 0.01
+    dataset = write_dataset(tmp_path / "docs.jsonl", 30)
+    overrides = openai_run(chat_server, dataset)
+    processes = [start_app(tmp_path / f"run{index}", *overrides) for index in range(3)]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    sent = len(chat_server.requests)
+
+    rerun = run_app(tmp_path / "rerun", *overrides, env=ENV)
+
+    assert [process.returncode for process in processes] == [0, 0, 0], outputs
+    assert not any("cache" in stderr for _, stderr in outputs)  # no lock or write warnings
+    # Every distinct request was sent at least once (a reply one process stored may serve another).
+    assert sent >= len({json.dumps(r.body, sort_keys=True) for r in chat_server.requests}) > 30
+    assert rerun.returncode == 0
+    assert len(chat_server.requests) == sent
