@@ -1,9 +1,10 @@
 """The offline judge: deterministic lexical verdicts, no network, no key, no model weights.
 
 - preprocess: each summary sentence, or each clause of a compound one, is a claim, supported
-  when the source sentences closest to it hold its content terms, every number and name in it
-  appears in the source, and the closest sentence agrees with it on negation. Questions are the
-  source's most salient sentences, asked as "Does the text say that ...?".
+  when the few source sentences that best cover it hold most of its content terms, every number
+  and name in it appears in the source, its neighbouring words stand together there, no name is
+  put in another's role, and the source agrees with it on negation (read per phrase). Questions
+  are the source's most salient sentences, asked as "Does the text say that ...?".
 - analyze: a question is answered when the summary holds most of the question's content terms.
   The step receives ``AnalyzeInput``, which has no source: the verdict can only come from the
   summary.
@@ -12,8 +13,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from summeval_runner._judges._protocol import (
@@ -25,6 +28,7 @@ from summeval_runner._judges._protocol import (
 )
 from summeval_runner._judges._text import (
     Analysed,
+    Term,
     analyse,
     quote,
     shorten,
@@ -33,8 +37,16 @@ from summeval_runner._judges._text import (
 )
 
 QUESTION_PREFIX = "Does the text say that "
-# Share of a claim's content terms that the closest source sentences must hold.
-_SUPPORT_RECALL = 0.6
+# Share of a claim's content terms that its supporting source sentences must hold.
+_SUPPORT_RECALL = 0.8
+# Neighbouring claim words must stand within this many content words of each other in a source
+# sentence, for at least this share of the claim's pairs.
+_PAIR_WINDOW = 4
+_PAIR_SUPPORT = 0.5
+# Source sentences that may support one claim: a summary sentence often fuses two or three.
+_MAX_EVIDENCE = 3
+# How much an earlier sentence is preferred as a question: news puts the key facts first.
+_LEAD_BIAS = 0.15
 # Share of a question's content terms that the summary must hold to answer it.
 _ANSWER_RECALL = 0.5
 # Source sentences with fewer content terms make poor questions ("Read more.").
@@ -82,31 +94,131 @@ def _judge_claim(
     if invented:
         verdict["reason"] = f"the source does not mention {quote(invented)}"
         return verdict
-    ranked = sorted(sentences, key=lambda s: len(claim.keys & s.keys), reverse=True)
-    if not ranked:
+    support = _supporting_sentences(claim, sentences)
+    if not support:
         verdict["reason"] = "the source has no sentence to support it"
         return verdict
-    best = ranked[0]
-    # A summary sentence often fuses two source sentences: judge against the best pair.
-    evidence = best.keys | (ranked[1].keys if len(ranked) > 1 else frozenset())
+    best = support[0]
+    evidence = frozenset().union(*(s.keys for s in support))
     missing = [t.surface for t in claim.terms if t.key not in evidence]
     recall = 1 - len({t.key for t in claim.terms if t.key not in evidence}) / len(claim.keys)
     if recall < _SUPPORT_RECALL:
         verdict["reason"] = f"the source does not say this: it lacks {quote(missing)}"
-    elif claim.negated != (closest := _closest_clause(claim, best)).negated:
-        which = "the claim denies" if claim.negated else "the claim asserts the opposite of"
-        verdict["reason"] = f"{which} what the source says: '{shorten(closest.text)}'"
+    elif (apart := _pairs_apart(claim, support)) is not None:
+        verdict["reason"] = apart
+    elif conflict := _negation_conflict(claim, best):
+        verdict["reason"] = conflict
     else:
         verdict["supported"] = True
         verdict["reason"] = f"the source says: '{shorten(best.text)}'"
     return verdict
 
 
-def _closest_clause(claim: Analysed, sentence: Analysed) -> Analysed:
-    # Negation belongs to a clause: "fires damaged furniture; nobody was injured" negates only
-    # its second half.
-    clauses = [analyse(clause) for clause in split_claims(sentence.text)]
-    return max(clauses, key=lambda clause: len(claim.keys & clause.keys), default=sentence)
+def _supporting_sentences(claim: Analysed, sentences: list[Analysed]) -> list[Analysed]:
+    """The few source sentences that together hold most of the claim: a greedy cover.
+
+    A summary sentence often fuses two or three source sentences; each one added must bring
+    at least two of the claim's words the others lack, so stray matches do not count.
+    """
+    chosen: list[Analysed] = []
+    uncovered = set(claim.keys)
+    for _ in range(_MAX_EVIDENCE):
+        best = max(sentences, key=lambda s: len(uncovered & s.keys), default=None)
+        if best is None:
+            break
+        gain = len(uncovered & best.keys)
+        if gain == 0 or (chosen and gain < 2):
+            break
+        chosen.append(best)
+        uncovered -= best.keys
+    return chosen
+
+
+def _pairs_apart(claim: Analysed, sentences: list[Analysed]) -> str | None:
+    """Why the claim's words, though all in the source, do not make its statement there.
+
+    Each pair of neighbouring content words in the claim should stand close together in one of
+    the supporting sentences: "the group has been killed" built from "the group" and "killed"
+    in different phrases is not what the source says.
+    """
+    positions = []
+    for sentence in sentences:
+        where: dict[str, list[int]] = {}
+        for index, term in enumerate(sentence.terms):
+            where.setdefault(term.key, []).append(index)
+        positions.append(where)
+
+    def together(a: Term, b: Term) -> bool:
+        return any(
+            abs(i - j) <= _PAIR_WINDOW
+            for where in positions
+            for i in where.get(a.key, ())
+            for j in where.get(b.key, ())
+        )
+
+    if (swapped := _swapped_name(claim, sentences, together)) is not None:
+        return swapped
+    terms = claim.terms
+    pairs = [(a, b) for a, b in itertools.pairwise(terms) if a.key != b.key]
+    if len(pairs) < 2:
+        return None
+    apart = [(a, b) for a, b in pairs if not together(a, b)]
+    if len(apart) / len(pairs) <= 1 - _PAIR_SUPPORT:
+        return None
+    a, b = apart[0]
+    return f"the source has '{a.surface}' and '{b.surface}' but not together as the claim puts them"
+
+
+def _swapped_name(
+    claim: Analysed, sentences: list[Analysed], together: Callable[[Term, Term], bool]
+) -> str | None:
+    """A name put where the source has another: "Mayor Erik Holm" when the source's mayor is
+    Anna Lindqvist. Said only on positive evidence: the word before the name (a title, a role)
+    comes right before a different name in the source, and never near this one."""
+    terms = claim.terms
+    index = 0
+    while index < len(terms):
+        if not terms[index].is_name:
+            index += 1
+            continue
+        end = index
+        while end + 1 < len(terms) and terms[end + 1].is_name:
+            end += 1
+        names = terms[index : end + 1]
+        keys = {name.key for name in names}
+        if index > 0 and not terms[index - 1].is_number:
+            word = terms[index - 1]
+            others = [
+                following
+                for sentence in sentences
+                for before, following in itertools.pairwise(sentence.terms)
+                if before.key == word.key and following.is_name and following.key not in keys
+            ]
+            if others and not any(together(name, word) for name in names):
+                who = " ".join(name.surface for name in names)
+                return (
+                    f"the source puts '{word.surface}' with '{others[0].surface}', not with '{who}'"
+                )
+        index = end + 1
+    return None
+
+
+def _negation_conflict(claim: Analysed, sentence: Analysed) -> str | None:
+    """Why the claim and the sentence disagree on negation, or None when they agree.
+
+    Negation is a phrase's, not a sentence's: "the dog stayed in its mouth, not moving" negates
+    only "moving". They disagree when a word one of them negates is in the other un-negated.
+    """
+    denied = sorted((sentence.negated_keys & claim.keys) - claim.negated_keys)
+    if denied:
+        words = [t.surface for t in claim.terms if t.key in denied]
+        return f"the source says the opposite about {quote(words)}: '{shorten(sentence.text)}'"
+    asserted = sorted((claim.negated_keys & sentence.keys) - sentence.negated_keys)
+    if asserted:
+        words = [t.surface for t in claim.terms if t.key in asserted]
+        quoted = shorten(sentence.text)
+        return f"the claim denies {quote(words)}, which the source states: '{quoted}'"
+    return None
 
 
 def _questions(sentences: list[Analysed], limit: int) -> list[str]:
@@ -125,7 +237,7 @@ def _questions(sentences: list[Analysed], limit: int) -> list[str]:
         centrality = sum(math.log1p(frequency[k]) for k in sentence.keys) / math.sqrt(
             len(sentence.keys)
         )
-        scored.append((centrality / (1 + 0.15 * index), index, sentence))
+        scored.append((centrality / (1 + _LEAD_BIAS * index), index, sentence))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [_as_question(sentence.text) for _, _, sentence in scored[:limit]]
 

@@ -44,6 +44,9 @@ NUMBER_WORDS = {
         " fifteen sixteen seventeen eighteen nineteen twenty".split()
     )
 } | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "dozen": "12"}
+# Content words a negation governs, and what ends its phrase first.
+_NEGATION_SCOPE = 3
+_PHRASE_BREAK = re.compile(r"[,;:.!?()\[\]\u2014]|\s(?:but|and|while|whereas|although)\s")
 _STEMMER = snowballstemmer.stemmer("english")
 _ASCII_WORD = re.compile(r"[a-z]+")
 
@@ -55,6 +58,8 @@ def term_key(word: str) -> str:
         return normalise_number(word)
     if word in NUMBER_WORDS:
         return NUMBER_WORDS[word]
+    if word.endswith(("'s", "s'")) and len(word) > 3:
+        word = word[:-2] if word.endswith("'s") else word[:-1]  # "bruce's" is "bruce"
     if _ASCII_WORD.fullmatch(word):
         return str(_STEMMER.stemWord(word))
     return word
@@ -89,6 +94,9 @@ class Analysed:
     terms: tuple[Term, ...]
     keys: frozenset[str]
     negated: bool
+    # Keys of the terms a negation governs: the few content words after "not", "no", "never"...
+    # up to the end of the phrase. "not moving at all" negates "moving", not the whole sentence.
+    negated_keys: frozenset[str] = frozenset()
 
 
 def split_sentences(text: str) -> list[str]:
@@ -119,24 +127,40 @@ def analyse(text: str) -> Analysed:
     """Content terms of ``text``: stop words dropped, numbers and capitalised names marked."""
     terms: list[Term] = []
     negated = False
+    negated_keys: set[str] = set()
+    scope = 0
     at_sentence_start = True
+    previous_end = 0
     for match in _TOKEN.finditer(text):
         surface = match.group(0)
         lower = surface.lower().replace("\u2019", "'")
         start = match.start()
+        if _PHRASE_BREAK.search(text, previous_end, start):
+            scope = 0
+        previous_end = match.end()
         preceding = text[max(0, start - 2) : start]
         sentence_start = at_sentence_start or bool(re.search(r"[.!?:\n]\s*$", preceding))
         at_sentence_start = False
         if lower in NEGATIONS or lower.endswith("n't"):
             negated = True
+            scope = _NEGATION_SCOPE
             continue
         if lower in STOP_WORDS:
             continue
         is_number = surface[0].isdigit() or lower in NUMBER_WORDS
         # A capitalised word inside a sentence is taken as a name; the first word is ambiguous.
         is_name = not is_number and surface[0].isupper() and not sentence_start
-        terms.append(Term(surface, term_key(lower), is_number, is_name))
-    return Analysed(text, tuple(terms), frozenset(t.key for t in terms), negated)
+        term = Term(surface, term_key(lower), is_number, is_name)
+        terms.append(term)
+        unit = lower.lstrip("0123456789.,") if surface[0].isdigit() else ""
+        if unit.isalpha() and unit not in STOP_WORDS:
+            # "10km" holds the unit "km" as "10 km" does.
+            terms.append(Term(unit, term_key(unit), False, False))
+        if scope:
+            negated_keys.add(term.key)
+            scope -= 1
+    keys = frozenset(t.key for t in terms)
+    return Analysed(text, tuple(terms), keys, negated, frozenset(negated_keys))
 
 
 def quote(words: list[str], limit: int = 4) -> str:
