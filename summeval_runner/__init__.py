@@ -16,7 +16,9 @@ from summeval_runner._errors import (
     MissingAPIKeyError,
     SummevalError,
 )
+from summeval_runner._io._compare import compare_runs
 from summeval_runner._io._datasets import DatasetError, FieldMap, Item, load_dataset
+from summeval_runner._io._report import write_report
 from summeval_runner._judges._fake import FakeJudge
 from summeval_runner._judges._offline import OfflineJudge
 from summeval_runner._judges._openai import OpenAIJudge, OpenAIJudgeConfig
@@ -97,9 +99,11 @@ __all__ = [
     "ToolResult",
     "Usage",
     "__version__",
+    "compare_runs",
     "create_summarization_scorer",
     "extract_tool_results",
     "load_dataset",
     "run_evals",
     "run_evals_sync",
+    "write_report",
 ]

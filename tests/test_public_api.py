@@ -35,6 +35,9 @@ PUBLIC = {
     "FieldMap",
     "Item",
     "DatasetError",
+    # comparing runs
+    "compare_runs",
+    "write_report",
     # judges
     "Judge",
     "JudgeRequest",

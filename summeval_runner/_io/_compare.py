@@ -1,0 +1,284 @@
+"""Comparing runs: means with intervals, paired differences against a baseline, a gate.
+
+Runs are compared item by item: against the baseline, only items scored in both runs count
+(matched by item id), and the difference of their means gets a paired bootstrap interval and a
+paired sign-flip permutation test. Items that one run has and the other lacks are listed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from summeval_runner._errors import InputError
+from summeval_runner._io._tables import t_critical_95
+
+DIMENSIONS = {"score": "score", "alignment": "alignment_score", "coverage": "coverage_score"}
+SCORER_ID = "summarization-scorer"
+_WORST_ITEMS = 5
+COMPARISON_COLUMNS = [
+    "variant",
+    "run_dir",
+    "run_id",
+    "dimension",
+    "n",
+    "mean",
+    "ci95_low",
+    "ci95_high",
+    "baseline",
+    "n_paired",
+    "mean_diff",
+    "diff_ci95_low",
+    "diff_ci95_high",
+    "p_value",
+    "significant",
+    "better",
+    "worse",
+    "tied",
+    "items_only_here",
+    "items_only_in_baseline",
+    "worst_items",
+]
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished run directory: its label, its manifest and its per-item scores."""
+
+    path: Path
+    run_id: str
+    variant: str
+    started_at: str
+    manifest: dict[str, Any]
+    items: pd.DataFrame  # one row per item of the summarization scorer
+
+    @property
+    def label(self) -> str:
+        return self.variant
+
+
+def load_run(path: Path | str) -> Run:
+    """Read a run directory's manifest and ``items.parquet``; ``InputError`` if it is not one."""
+    path = Path(path)
+    manifest_path, items_path = path / "manifest.json", path / "items.parquet"
+    if not manifest_path.exists() or not items_path.exists():
+        raise InputError(
+            f"{path} is not a finished run directory: it needs manifest.json and items.parquet"
+        )
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    items = pd.read_parquet(items_path)
+    items = items[items["scorer_id"] == SCORER_ID].set_index("item_id", drop=False)
+    return Run(
+        path=path,
+        run_id=str(manifest.get("run_id", "")),
+        variant=str(manifest.get("variant", path.name)),
+        started_at=str(manifest.get("started_at", "")),
+        manifest=manifest,
+        items=items,
+    )
+
+
+def _interval(values: np.ndarray) -> tuple[float | None, float | None, float | None]:
+    n = len(values)
+    if n == 0:
+        return None, None, None
+    mean = float(values.mean())
+    if n == 1:
+        return mean, None, None
+    half = t_critical_95(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def paired_bootstrap_ci(
+    diffs: np.ndarray, *, resamples: int = 5000, seed: int = 0
+) -> tuple[float, float]:
+    """The 95% percentile interval of the mean difference, resampling items with replacement."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(diffs), size=(resamples, len(diffs)))
+    means = diffs[picks].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def paired_permutation_p(diffs: np.ndarray, *, resamples: int = 10000, seed: int = 0) -> float:
+    """Two-sided p-value of a paired sign-flip permutation test of a zero mean difference.
+
+    Under the null hypothesis each item's difference is as likely to have either sign; the
+    p-value is the share of random sign flips whose mean is at least as far from zero as the
+    observed one (counting the observed one, so it is never 0).
+    """
+    observed = abs(float(diffs.mean()))
+    if observed == 0.0:
+        return 1.0
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, len(diffs)))
+    flipped = np.abs((signs * diffs).mean(axis=1))
+    extreme = int((flipped >= observed - 1e-12).sum())
+    return (extreme + 1) / (resamples + 1)
+
+
+def _scored(run: Run, column: str) -> pd.Series:
+    scored: pd.Series = run.items[run.items["status"] == "scored"][column].dropna()
+    return scored.astype(float)
+
+
+def compare_runs(
+    run_dirs: Sequence[Path | str],
+    baseline: Path | str | None = None,
+    *,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """One row per run and dimension (score, alignment, coverage): its mean with a 95% interval,
+    and against the baseline (when given, and for the other runs) the paired comparison on the
+    items both scored: mean difference, paired bootstrap 95% interval, permutation p-value,
+    items better / worse / tied, the items only one of them has, and the items that dropped most.
+    """
+    if not run_dirs:
+        raise InputError("compare needs at least one run directory, got none")
+    runs = [load_run(path) for path in run_dirs]
+    base = load_run(baseline) if baseline is not None else None
+    if base is not None and all(run.path.resolve() != base.path.resolve() for run in runs):
+        runs = [base, *runs]
+    rows: list[dict[str, Any]] = []
+    for run in runs:
+        is_base = base is not None and run.path.resolve() == base.path.resolve()
+        for dimension, column in DIMENSIONS.items():
+            values = _scored(run, column)
+            mean, low, high = _interval(values.to_numpy())
+            row: dict[str, Any] = dict.fromkeys(COMPARISON_COLUMNS)
+            row |= {
+                "variant": run.variant,
+                "run_dir": str(run.path),
+                "run_id": run.run_id,
+                "dimension": dimension,
+                "n": len(values),
+                "mean": mean,
+                "ci95_low": low,
+                "ci95_high": high,
+                "items_only_here": [],
+                "items_only_in_baseline": [],
+                "worst_items": [],
+            }
+            if base is not None and not is_base:
+                row |= _paired(run, base, column, seed=seed, alpha=alpha)
+            rows.append(row)
+    table: pd.DataFrame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    return table
+
+
+def _paired(run: Run, base: Run, column: str, *, seed: int, alpha: float) -> dict[str, Any]:
+    here, there = set(run.items.index), set(base.items.index)
+    ours, theirs = _scored(run, column), _scored(base, column)
+    shared = sorted(set(ours.index) & set(theirs.index))
+    result: dict[str, Any] = {
+        "baseline": base.variant,
+        "n_paired": len(shared),
+        "items_only_here": sorted(here - there),
+        "items_only_in_baseline": sorted(there - here),
+    }
+    if not shared:
+        return result
+    diffs = (ours.loc[shared] - theirs.loc[shared]).to_numpy()
+    mean_diff = float(diffs.mean())
+    low, high = paired_bootstrap_ci(diffs, seed=seed) if len(diffs) > 1 else (None, None)
+    p_value = paired_permutation_p(diffs, seed=seed) if len(diffs) > 1 else 1.0
+    order = np.argsort(diffs, kind="stable")
+    worst = [shared[i] for i in order[:_WORST_ITEMS] if diffs[i] < 0]
+    return result | {
+        "mean_diff": mean_diff,
+        "diff_ci95_low": low,
+        "diff_ci95_high": high,
+        "p_value": p_value,
+        "significant": bool(p_value < alpha),
+        "better": int((diffs > 1e-12).sum()),
+        "worse": int((diffs < -1e-12).sum()),
+        "tied": int((np.abs(diffs) <= 1e-12).sum()),
+        "worst_items": worst,
+    }
+
+
+@dataclass(frozen=True)
+class Regression:
+    variant: str
+    dimension: str
+    mean_diff: float
+    p_value: float
+    worst_items: list[str]
+
+    def describe(self) -> str:
+        worst = ", ".join(self.worst_items) or "none"
+        return (
+            f"{self.variant}: {self.dimension} dropped by {-self.mean_diff:.3f} against the "
+            f"baseline (p = {self.p_value:.4f}); the items that dropped most: {worst}"
+        )
+
+
+def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
+    """Rows where a variant is below the baseline by more than ``threshold``, significantly."""
+    found = []
+    for row in comparison.to_dict("records"):
+        diff, significant = row["mean_diff"], row["significant"]
+        if diff is None or (isinstance(diff, float) and math.isnan(diff)) or not significant:
+            continue
+        if diff < -threshold:
+            found.append(
+                Regression(
+                    row["variant"],
+                    row["dimension"],
+                    float(diff),
+                    float(row["p_value"]),
+                    list(row["worst_items"]),
+                )
+            )
+    return found
+
+
+def find_runs(folder: Path) -> list[Run]:
+    """Every finished run under ``folder`` (a directory with a manifest and items table)."""
+    runs = []
+    for manifest in sorted(folder.rglob("manifest.json")):
+        try:
+            run = load_run(manifest.parent)
+        except (InputError, OSError, ValueError):
+            continue
+        if run.manifest.get("status") == "completed":
+            runs.append(run)
+    return runs
+
+
+def config_key(run: Run) -> str:
+    """What makes two runs the same benchmark: the judged config and the variant label."""
+    config = run.manifest.get("config") or {}
+    same = {k: config.get(k) for k in ("dataset", "target", "model", "scorer")}
+    return json.dumps({"config": same, "variant": run.variant}, sort_keys=True, default=str)
+
+
+def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
+    """The newest run under ``folder`` and the earlier runs of the same config: one row per run,
+    oldest first, with each dimension's mean and n; and those runs, oldest first."""
+    runs = find_runs(Path(folder))
+    if not runs:
+        raise InputError(f"{folder} holds no finished run (no manifest.json with status completed)")
+    newest = max(runs, key=lambda run: run.started_at)
+    same = sorted(
+        (run for run in runs if config_key(run) == config_key(newest)),
+        key=lambda run: run.started_at,
+    )
+    rows = []
+    for run in same:
+        row: dict[str, Any] = {"started_at": run.started_at, "run_dir": str(run.path)}
+        for dimension, column in DIMENSIONS.items():
+            values = _scored(run, column)
+            row[dimension] = statistics.fmean(values) if len(values) else None
+        row["n"] = int((run.items["status"] == "scored").sum())
+        rows.append(row)
+    return pd.DataFrame(rows), same
