@@ -281,3 +281,24 @@ def test_numbers_match_with_or_without_separators_and_unit_spacing(
 ) -> None:
     assert unsupported(score(source, summary)) == {}
     assert unsupported(score(source, summary.replace("10", "12"))) != {}
+
+
+def test_a_negation_in_a_run_on_caption_does_not_deny_the_whole_sentence() -> None:
+    # News captions run into the text with no punctuation between them.
+    source = (
+        "Brendan Rodgers is under pressure at Liverpool after a season without a trophy "
+        "Liverpool were knocked out of the FA Cup by Aston Villa."
+    )
+
+    assert unsupported(score(source, "Brendan Rodgers is under pressure at Liverpool.")) == {}
+    assert unsupported(score(source, "Liverpool won a trophy this season.")) != {}
+
+
+def test_split_off_clitics_read_as_the_words_they_belong_to() -> None:
+    source = "Bruce insists: 'I'm sure and convinced that we'll do it,' said Hull's manager."
+
+    summary = (
+        "bruce insists : ` i 'm sure and convinced that we 'll do it ' , hull 's manager said ."
+    )
+
+    assert unsupported(score(source, summary)) == {}

@@ -206,8 +206,8 @@ def _swapped_name(
 def _negation_conflict(claim: Analysed, sentence: Analysed) -> str | None:
     """Why the claim and the sentence disagree on negation, or None when they agree.
 
-    Negation is a phrase's, not a sentence's: "the dog stayed in its mouth, not moving" negates
-    only "moving". They disagree when a word one of them negates is in the other un-negated.
+    Negation is a phrase's, not a sentence's: "the dog stayed in its mouth, not moving" denies
+    only "moving". They disagree when a word one of them denies is in the other, not denied.
     """
     denied = sorted((sentence.negated_keys & claim.keys) - claim.negated_keys)
     if denied:

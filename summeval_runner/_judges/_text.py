@@ -34,7 +34,7 @@ STOP_WORDS = frozenset(
     " ours ourselves out over own same she should so some such than that the their theirs them"
     " themselves then there these they this those through to too under until up very was we"
     " were what when where which while who whom why will with would you your yours yourself"
-    " yourselves said says say told according may might must shall one s t".split()
+    " yourselves said says say told according may might must shall one s t m ll re ve d".split()
 )
 # Number words are numbers: "three schools" must not support "five schools", and "3" is "three".
 NUMBER_WORDS = {
@@ -44,9 +44,11 @@ NUMBER_WORDS = {
         " fifteen sixteen seventeen eighteen nineteen twenty".split()
     )
 } | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "dozen": "12"}
-# Content words a negation governs, and what ends its phrase first.
-_NEGATION_SCOPE = 3
+# Content words a negation governs: its head ("not rise", "nothing wrong", "never encountered");
+# words further on are too often another phrase's in run-on news text. And what ends a phrase.
+_NEGATION_SCOPE = 1
 _PHRASE_BREAK = re.compile(r"[,;:.!?()\[\]\u2014]|\s(?:but|and|while|whereas|although)\s")
+_CLITICS = frozenset({"s", "", "m", "ll", "re", "ve", "d"})
 _STEMMER = snowballstemmer.stemmer("english")
 _ASCII_WORD = re.compile(r"[a-z]+")
 
@@ -58,8 +60,12 @@ def term_key(word: str) -> str:
         return normalise_number(word)
     if word in NUMBER_WORDS:
         return NUMBER_WORDS[word]
-    if word.endswith(("'s", "s'")) and len(word) > 3:
-        word = word[:-2] if word.endswith("'s") else word[:-1]  # "bruce's" is "bruce"
+    if "'" in word:
+        # "bruce's" is "bruce", "players'" is "players", "we'll" is "we": the clitic is not
+        # content, and tokenised output splits it off ("bruce 's", "we 'll").
+        head, _, clitic = word.rpartition("'")
+        if head and clitic in _CLITICS:
+            word = head
     if _ASCII_WORD.fullmatch(word):
         return str(_STEMMER.stemWord(word))
     return word
@@ -94,8 +100,8 @@ class Analysed:
     terms: tuple[Term, ...]
     keys: frozenset[str]
     negated: bool
-    # Keys of the terms a negation governs: the few content words after "not", "no", "never"...
-    # up to the end of the phrase. "not moving at all" negates "moving", not the whole sentence.
+    # Keys of the terms a negation denies: the content word right after "not", "no", "never"...
+    # within its phrase. "not moving at all" denies "moving", not the whole sentence.
     negated_keys: frozenset[str] = frozenset()
 
 
@@ -128,6 +134,7 @@ def analyse(text: str) -> Analysed:
     terms: list[Term] = []
     negated = False
     negated_keys: set[str] = set()
+    affirmed_keys: set[str] = set()
     scope = 0
     at_sentence_start = True
     previous_end = 0
@@ -157,10 +164,19 @@ def analyse(text: str) -> Analysed:
             # "10km" holds the unit "km" as "10 km" does.
             terms.append(Term(unit, term_key(unit), False, False))
         if scope:
-            negated_keys.add(term.key)
-            scope -= 1
+            # A name is who the phrase is about, not what it denies ("without a trophy Liverpool
+            # were knocked out": the caption runs on, the name starts a new phrase).
+            if term.is_name:
+                scope = 0
+            else:
+                negated_keys.add(term.key)
+                scope -= 1
+        else:
+            affirmed_keys.add(term.key)
     keys = frozenset(t.key for t in terms)
-    return Analysed(text, tuple(terms), keys, negated, frozenset(negated_keys))
+    # A word the text also states plainly is not one it denies.
+    denied = frozenset(negated_keys - affirmed_keys)
+    return Analysed(text, tuple(terms), keys, negated, denied)
 
 
 def quote(words: list[str], limit: int = 4) -> str:
