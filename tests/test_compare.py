@@ -325,3 +325,17 @@ def test_a_sweep_writes_its_comparison_and_report(tmp_path: Path) -> None:
     assert (sweep / "report.html").read_text(encoding="utf-8").count("<h2>Items: dataset") == 2
     for variant in variants:
         assert set(pd.read_parquet(sweep / variant / "items.parquet")["variant"]) == {variant}
+
+
+def test_runs_with_no_item_in_common_compare_without_a_difference(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "base", "base", baseline_scores(count=3))
+    other = make_run(tmp_path / "other", "other", {f"x-{i}": (0.5, 0.5, 0.5) for i in range(2)})
+
+    printed = compare_cli(str(base), str(other), "--fail-if-drop", "0", "--out", str(tmp_path))
+
+    assert printed.returncode == 0, printed.stderr
+    score_lines = [line for line in printed.stdout.splitlines() if line.startswith("score")]
+    assert "base" in score_lines[0].split()
+    assert "n/a" in score_lines[1].split()  # nothing to pair: no difference, no verdict
+    assert "items only in other: x-0, x-1" in printed.stdout
+    assert "no item scored in both" in (tmp_path / "report.html").read_text(encoding="utf-8")

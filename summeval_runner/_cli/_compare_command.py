@@ -89,11 +89,13 @@ def print_comparison(comparison: pd.DataFrame) -> None:
         unmatched = (
             f"{len(row['items_only_here'])}/{len(row['items_only_in_baseline'])}" if paired else ""
         )
+        # No baseline named: this run is the baseline; else no item was scored in both.
+        role = "base" if pd.isna(row["baseline"]) else "n/a"
         variant = str(row["variant"])
         variant = variant if len(variant) <= 28 else variant[:27] + "…"
         print(
             f"{row['dimension']:<10} {variant:<28} {row['n']:>5} {_fmt(row['mean']):>6} {ci:<16} "
-            f"{_fmt(row['mean_diff'], sign=True) if paired else 'base':>7} {diff_ci:<17} "
+            f"{_fmt(row['mean_diff'], sign=True) if paired else role:>7} {diff_ci:<17} "
             f"{_fmt(row['p_value'], 4) if paired else '':>7} {counts:<11} {unmatched:<14}"
         )
     for row in comparison[comparison["dimension"] == "score"].to_dict("records"):

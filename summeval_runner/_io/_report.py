@@ -146,7 +146,8 @@ def _summary_section(comparison: pd.DataFrame, paired: bool) -> str:
         if paired:
             diff = row["mean_diff"]
             if diff is None or (isinstance(diff, float) and math.isnan(diff)):
-                cells += '<td class="muted">baseline</td>' + "<td></td>" * 4
+                role = "baseline" if pd.isna(row["baseline"]) else "no item scored in both"
+                cells += f'<td class="muted">{role}</td>' + "<td></td>" * 4
             else:
                 tone = ("worse" if diff < 0 else "better") if row["significant"] else ""
                 cells += (
