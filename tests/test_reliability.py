@@ -94,6 +94,7 @@ def test_every_item_ends_scored_through_500s_malformed_replies_and_429_storms(
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
     assert manifest["judge"]["retries"] == chat_server.counts["500"] + chat_server.counts["429"]
     assert manifest["judge"]["throttled_429"] == chat_server.counts["429"]
+    assert items["judge_retries"].sum() == manifest["judge"]["retries"]  # each retry, per item
     # A malformed reply was re-asked: that step made two calls.
     assert (items["judge_calls"] > 3).sum() >= 10
 
@@ -134,6 +135,7 @@ def test_retries_give_up_in_the_end_and_the_error_is_data(
     assert items["score"].isna().all()  # an error is never a score of 0
     assert items["error_type"].tolist() == ["JudgeAPIError"] * 2
     assert items["error_attempts"].tolist() == [3, 3]
+    assert items["judge_retries"].tolist() == [2, 2]
     assert items["error_message"].str.contains("HTTP 503").all()
     assert len(chat_server.requests) == 6
 

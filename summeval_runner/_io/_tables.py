@@ -60,6 +60,7 @@ ITEMS_SCHEMA = pa.schema(
         pa.field("max_questions", pa.int32()),
         pa.field("scale", pa.float64()),
         pa.field("judge_calls", pa.int32()),
+        pa.field("judge_retries", pa.int32()),
         pa.field("input_tokens", pa.int64()),
         pa.field("output_tokens", pa.int64()),
         pa.field("judge_latency_s", pa.float64()),
@@ -215,6 +216,7 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
         "max_questions": result.max_questions,
         "scale": result.scale,
         "judge_calls": result.usage.calls,
+        "judge_retries": result.usage.retries,
         "input_tokens": result.usage.input_tokens,
         "output_tokens": result.usage.output_tokens,
         "judge_latency_s": (

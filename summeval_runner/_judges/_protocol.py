@@ -136,10 +136,15 @@ class TokenUsage:
 
 @dataclass(frozen=True)
 class JudgeReply:
-    """A judge's answer: JSON text, or an already-parsed mapping, to validate against the step."""
+    """A judge's answer: JSON text, or an already-parsed mapping, to validate against the step.
+
+    ``retries`` counts the requests a retrying wrapper (the runner's) sent again before this
+    answer came back.
+    """
 
     content: str | Mapping[str, Any]
     usage: TokenUsage = field(default_factory=TokenUsage)
+    retries: int = 0
 
 
 @runtime_checkable

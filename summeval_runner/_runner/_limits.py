@@ -13,6 +13,7 @@ import asyncio
 import collections
 import random
 import time
+from dataclasses import replace
 
 from asyncio_throttle.throttler import Throttler
 
@@ -239,7 +240,7 @@ class LimitedJudge:
                 await asyncio.sleep(wait_s)
                 continue
             self._on_success()
-            return reply
+            return reply if attempt == 1 else replace(reply, retries=attempt - 1)
 
     async def aclose(self) -> None:
         close = getattr(self.judge, "aclose", None)

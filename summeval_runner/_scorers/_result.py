@@ -16,12 +16,17 @@ class _Frozen(BaseModel):
 
 
 class StepUsage(_Frozen):
-    """What one step cost: judge calls (re-asks included), tokens, and wall time in seconds."""
+    """What one step cost: judge calls (re-asks included), tokens, and wall time in seconds.
+
+    ``retries`` counts requests sent again after a transient failure (a 429, a 5xx, a timeout)
+    by a retrying wrapper such as ``summeval-run``'s; ``calls`` does not include them.
+    """
 
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
+    retries: int = 0
 
 
 class Usage(_Frozen):
@@ -38,6 +43,10 @@ class Usage(_Frozen):
     @property
     def input_tokens(self) -> int:
         return self.preprocess.input_tokens + self.analyze.input_tokens + self.reason.input_tokens
+
+    @property
+    def retries(self) -> int:
+        return self.preprocess.retries + self.analyze.retries + self.reason.retries
 
     @property
     def output_tokens(self) -> int:

@@ -120,13 +120,22 @@ class _Meter:
     # Local to one run() call: the scorer itself holds no per-evaluation state.
     usage: dict[Step, StepUsage] = field(default_factory=dict)
 
-    def add(self, step: Step, *, input_tokens: int, output_tokens: int, latency_s: float) -> None:
+    def add(
+        self,
+        step: Step,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        latency_s: float,
+        retries: int = 0,
+    ) -> None:
         so_far = self.usage.get(step, StepUsage())
         self.usage[step] = StepUsage(
             calls=so_far.calls + 1,
             input_tokens=so_far.input_tokens + input_tokens,
             output_tokens=so_far.output_tokens + output_tokens,
             latency_s=so_far.latency_s + latency_s,
+            retries=so_far.retries + retries,
         )
 
     def frozen(self) -> Usage:
@@ -286,10 +295,14 @@ class SummarizationScorer:
             started = time.perf_counter()
             try:
                 reply = await self.judge.complete(request)
-            except Exception:
+            except Exception as error:
                 # A failed call still counts as an attempt, and its wait as latency.
                 meter.add(
-                    step, input_tokens=0, output_tokens=0, latency_s=time.perf_counter() - started
+                    step,
+                    input_tokens=0,
+                    output_tokens=0,
+                    latency_s=time.perf_counter() - started,
+                    retries=max(0, getattr(error, "attempts", 1) - 1),
                 )
                 raise
             meter.add(
@@ -297,6 +310,7 @@ class SummarizationScorer:
                 input_tokens=reply.usage.input_tokens,
                 output_tokens=reply.usage.output_tokens,
                 latency_s=time.perf_counter() - started,
+                retries=reply.retries,
             )
             raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
             try:
