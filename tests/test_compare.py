@@ -194,7 +194,7 @@ def test_history_compares_the_newest_run_with_the_earlier_ones(tmp_path: Path) -
     assert "history of nightly" in completed.stdout
     assert "(3 runs)" in completed.stdout
     assert "2026-11-03T03:00:00" in completed.stdout
-    assert "nightly: score dropped by 0.300" in completed.stderr
+    assert "nightly (2026-11-03/run): score dropped by 0.300" in completed.stderr
 
 
 class Elements(HTMLParser):
@@ -339,3 +339,14 @@ def test_runs_with_no_item_in_common_compare_without_a_difference(tmp_path: Path
     assert "n/a" in score_lines[1].split()  # nothing to pair: no difference, no verdict
     assert "items only in other: x-0, x-1" in printed.stdout
     assert "no item scored in both" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_two_runs_of_the_same_variant_get_labels_of_their_own(tmp_path: Path) -> None:
+    first = make_run(tmp_path / "2026-11-29" / "03-00-00", "default", baseline_scores())
+    second = make_run(tmp_path / "2026-11-30" / "03-00-00", "default", baseline_scores())
+
+    table = compare_runs([first, second], baseline=first)
+
+    labels = sorted(set(table["variant"]))
+    assert labels == ["default (2026-11-29/03-00-00)", "default (2026-11-30/03-00-00)"]
+    assert set(table["baseline"].dropna()) == {"default (2026-11-29/03-00-00)"}

@@ -22,6 +22,7 @@ from summeval_runner._io._report import write_report
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 _LISTED = 10
+_WIDEST_LABEL = 60
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,8 +71,9 @@ def _fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
 
 
 def print_comparison(comparison: pd.DataFrame) -> None:
+    width = min(_WIDEST_LABEL, max([7, *(len(str(v)) for v in comparison["variant"])]))
     header = (
-        f"{'dimension':<10} {'variant':<28} {'n':>5} {'mean':>6} {'95% CI':<16} "
+        f"{'dimension':<10} {'variant':<{width}} {'n':>5} {'mean':>6} {'95% CI':<16} "
         f"{'diff':>7} {'paired 95% CI':<17} {'p':>7} {'+/-/=':<11} {'only here/base':<14}"
     )
     print(header)
@@ -92,9 +94,12 @@ def print_comparison(comparison: pd.DataFrame) -> None:
         # No baseline named: this run is the baseline; else no item was scored in both.
         role = "base" if pd.isna(row["baseline"]) else "n/a"
         variant = str(row["variant"])
-        variant = variant if len(variant) <= 28 else variant[:27] + "…"
+        if len(variant) > width:
+            # Cut the middle: a label's start and its end (where duplicates differ) both count.
+            variant = f"{variant[: width // 2 - 1]}…{variant[-(width - width // 2) :]}"
+        mean = _fmt(row["mean"])
         print(
-            f"{row['dimension']:<10} {variant:<28} {row['n']:>5} {_fmt(row['mean']):>6} {ci:<16} "
+            f"{row['dimension']:<10} {variant:<{width}} {row['n']:>5} {mean:>6} {ci:<16} "
             f"{_fmt(row['mean_diff'], sign=True) if paired else role:>7} {diff_ci:<17} "
             f"{_fmt(row['p_value'], 4) if paired else '':>7} {counts:<11} {unmatched:<14}"
         )

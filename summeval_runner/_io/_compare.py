@@ -11,7 +11,7 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +60,25 @@ class Run:
     manifest: dict[str, Any]
     items: pd.DataFrame  # one row per item of the summarization scorer
 
-    @property
-    def label(self) -> str:
-        return self.variant
+
+def _where(path: Path, runs: list[Run]) -> str:
+    """The shortest tail of ``path`` that tells it from the other runs' directories."""
+    names = [r.path.name for r in runs]
+    return path.name if names.count(path.name) == 1 else f"{path.parent.name}/{path.name}"
+
+
+def labelled(runs: list[Run]) -> list[Run]:
+    """The runs, each with a label no other has: its variant, and where two runs share one
+    (two nightly runs of "default"), its directory too."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.variant] = counts.get(run.variant, 0) + 1
+    return [
+        run
+        if counts[run.variant] == 1
+        else replace(run, variant=f"{run.variant} ({_where(run.path, runs)})")
+        for run in runs
+    ]
 
 
 def load_run(path: Path | str) -> Run:
@@ -148,6 +164,9 @@ def compare_runs(
     base = load_run(baseline) if baseline is not None else None
     if base is not None and all(run.path.resolve() != base.path.resolve() for run in runs):
         runs = [base, *runs]
+    runs = labelled(runs)
+    if base is not None:
+        base = next(run for run in runs if run.path.resolve() == base.path.resolve())
     rows: list[dict[str, Any]] = []
     for run in runs:
         is_base = base is not None and run.path.resolve() == base.path.resolve()

@@ -17,7 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._io._compare import DIMENSIONS, SCORER_ID, Run, compare_runs, load_run
+from summeval_runner._io._compare import (
+    DIMENSIONS,
+    SCORER_ID,
+    Run,
+    compare_runs,
+    labelled,
+    load_run,
+)
 
 # Beyond this many items a run's table lists the lowest scores and says what it left out.
 MAX_ITEMS_LISTED = 2000
@@ -79,6 +86,9 @@ def write_report(
     base = load_run(baseline) if baseline is not None else None
     if base is not None and all(r.path.resolve() != base.path.resolve() for r in runs):
         runs = [base, *runs]
+    runs = labelled(runs)
+    if base is not None:
+        base = next(r for r in runs if r.path.resolve() == base.path.resolve())
     if comparison is None:
         comparison = compare_runs([r.path for r in runs], baseline=base.path if base else None)
     heading = title or (
