@@ -302,3 +302,12 @@ def test_split_off_clitics_read_as_the_words_they_belong_to() -> None:
     )
 
     assert unsupported(score(source, summary)) == {}
+
+
+def test_a_change_of_tense_keeps_a_claim_supported() -> None:
+    source = "Police say the man stole a van in Leeds and drove it to York, where he was caught."
+
+    summary = "A man steals a van in Leeds and drives it to York; he is caught there."
+
+    assert unsupported(score(source, summary)) == {}
+    assert unsupported(score(source, "A man stole a bus in Leeds.")) != {}

@@ -48,6 +48,44 @@ NUMBER_WORDS = {
 # words further on are too often another phrase's in run-on news text. And what ends a phrase.
 _NEGATION_SCOPE = 1
 _PHRASE_BREAK = re.compile(r"[,;:.!?()\[\]\u2014]|\s(?:but|and|while|whereas|although)\s")
+# Irregular English verbs: base, past, past participle. The stemmer folds "played" into "play"
+# but cannot see that "stole" is "steal"; summaries change tense all the time.
+_IRREGULAR_VERBS = """
+arise arose arisen; awake awoke awoken; be was were been; bear bore borne; beat beat beaten;
+become became become; begin began begun; bend bent bent; bet bet bet; bid bid bid;
+bind bound bound; bite bit bitten; bleed bled bled; blow blew blown; break broke broken;
+breed bred bred; bring brought brought; build built built; burn burnt burnt; buy bought bought;
+catch caught caught; choose chose chosen; come came come; cost cost cost; creep crept crept;
+cut cut cut; deal dealt dealt; dig dug dug; do did done; draw drew drawn; dream dreamt dreamt;
+drink drank drunk; drive drove driven; eat ate eaten; fall fell fallen; feed fed fed;
+feel felt felt; fight fought fought; find found found; flee fled fled; fly flew flown;
+forbid forbade forbidden; forget forgot forgotten; forgive forgave forgiven; freeze froze frozen;
+get got gotten; give gave given; go went gone; grow grew grown; hang hung hung; have had had;
+hear heard heard; hide hid hidden; hit hit hit; hold held held; hurt hurt hurt; keep kept kept;
+know knew known; lay laid laid; lead led led; leave left left; lend lent lent; let let let;
+lie lay lain; light lit lit; lose lost lost; make made made; mean meant meant; meet met met;
+pay paid paid; put put put; quit quit quit; read read read; ride rode ridden; ring rang rung;
+rise rose risen; run ran run; say said said; see saw seen; seek sought sought; sell sold sold;
+send sent sent; set set set; shake shook shaken; shine shone shone; shoot shot shot;
+show showed shown; shrink shrank shrunk; shut shut shut; sing sang sung; sink sank sunk;
+sit sat sat; sleep slept slept; slide slid slid; speak spoke spoken; spend spent spent;
+spin spun spun; split split split; spread spread spread; spring sprang sprung; stand stood stood;
+steal stole stolen; stick stuck stuck; sting stung stung; strike struck struck; swear swore sworn;
+sweep swept swept; swim swam swum; swing swung swung; take took taken; teach taught taught;
+tear tore torn; tell told told; think thought thought; throw threw thrown; understand understood
+understood; wake woke woken; wear wore worn; weep wept wept; win won won; withdraw withdrew
+withdrawn; write wrote written; overtake overtook overtaken; undergo underwent undergone;
+mislead misled misled; oversee oversaw overseen; uphold upheld upheld; withhold withheld withheld
+"""
+_VERB_BASE = {
+    form: forms.split()[0]
+    for forms in _IRREGULAR_VERBS.replace("\n", " ").split(";")
+    if forms.split()
+    for form in forms.split()[1:]
+    # "lay" is both a base and lie's past, "saw" a tool, "left" a side, "found" a verb of its own:
+    # a form that is also a common word of its own keeps its own meaning.
+    if form not in {"lay", "saw", "left", "found", "lit", "ground", "bound", "rose", "fell"}
+}
 _CLITICS = frozenset({"s", "", "m", "ll", "re", "ve", "d"})
 _STEMMER = snowballstemmer.stemmer("english")
 _ASCII_WORD = re.compile(r"[a-z]+")
@@ -66,6 +104,7 @@ def term_key(word: str) -> str:
         head, _, clitic = word.rpartition("'")
         if head and clitic in _CLITICS:
             word = head
+    word = _VERB_BASE.get(word, word)
     if _ASCII_WORD.fullmatch(word):
         return str(_STEMMER.stemWord(word))
     return word
