@@ -403,3 +403,26 @@ def test_processes_running_at_once_share_the_cache_safely(
     assert sent >= len({json.dumps(r.body, sort_keys=True) for r in chat_server.requests}) > 30
     assert rerun.returncode == 0
     assert len(chat_server.requests) == sent
+
+
+def test_a_run_still_being_written_cannot_be_resumed_alongside(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.latency_s = 0.1
+    dataset = write_dataset(tmp_path / "docs.jsonl", 30)
+    overrides = openai_run(chat_server, dataset, "runner.max_items_in_flight=2")
+    run_dir = tmp_path / "run"
+    process = start_app(run_dir, *overrides)
+    wait_for_items(run_dir, 1, process)
+    journal_before = (run_dir / "journal.jsonl").read_bytes()
+
+    second = run_app(tmp_path / "other", *overrides, f"runner.resume={run_dir}", env=ENV)
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+
+    assert second.returncode == 2
+    assert f"{run_dir} is being written by another summeval-run" in second.stderr
+    # The refused resume wrote nothing into the run: the journal only grew by whole lines,
+    # and the manifest records no resumption.
+    assert (run_dir / "journal.jsonl").read_bytes().startswith(journal_before)
+    assert json.loads((run_dir / "manifest.json").read_text("utf-8"))["resumptions"] == []

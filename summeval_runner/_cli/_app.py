@@ -448,6 +448,8 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
         job = plan(cfg)
         if previous is not None:
             _check_resumable(cfg, job, previous)
+        # Locks the run directory's journal before anything in it is written.
+        writer = RunWriter(run_dir, resume=previous is not None)
     except SummevalError as error:
         print(f"summeval-run: error: {scrub(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -486,7 +488,6 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     }
     # Written first, so that a run killed at any moment can be resumed: it holds the config.
     write_manifest(run_dir / MANIFEST, manifest)
-    writer = RunWriter(run_dir, resume=previous is not None)
     positions = {item.id: position for position, item in enumerate(job.items)}
     sink = _TableSink(writer, run_id, variant, job.scorer, positions)
     aborted: str | None = None

@@ -21,6 +21,12 @@ from typing import Any, TextIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; one writer per run directory is up to you
+    fcntl = None  # type: ignore[assignment]
+
+from summeval_runner._errors import ConfigError
 from summeval_runner._io._manifest import environment_secrets, scrub
 from summeval_runner._scorers._result import (
     ErrorInfo,
@@ -234,15 +240,27 @@ class RunWriter:
     as soon as it is written, so a killed process loses no finished item, and synced to the disk
     at least every second, so a power cut loses at most the last second. ``resume=True`` opens
     an existing journal to append to it, dropping a last line cut short by a crash.
+
+    The journal is locked while the writer holds it: a second process writing the same run
+    directory (an overlapping nightly job, a resume of a run still going) is refused with
+    ``ConfigError`` instead of interleaving its lines.
     """
 
     def __init__(self, run_dir: Path, *, resume: bool = False) -> None:
         self.run_dir = run_dir
         self.journal_path = run_dir / JOURNAL
         run_dir.mkdir(parents=True, exist_ok=True)
+        self._journal: TextIO = self.journal_path.open("a", encoding="utf-8")
+        try:
+            _lock(self._journal)
+        except OSError:
+            self._journal.close()
+            raise ConfigError(
+                f"{run_dir} is being written by another summeval-run; wait for it to finish "
+                "(or stop it) before resuming it"
+            ) from None
         if resume:
             _drop_cut_line(self.journal_path)
-        self._journal: TextIO = self.journal_path.open("a", encoding="utf-8")
         self._secrets = environment_secrets()
         self._synced = time.monotonic()
 
@@ -337,6 +355,12 @@ def journaled_statuses(run_dir: Path) -> dict[str, str]:
                 (status for status in ("error", "unscorable") if status in found), "scored"
             )
     return statuses
+
+
+def _lock(file: TextIO) -> None:
+    """An exclusive lock on an open file, released when it is closed (POSIX; elsewhere none)."""
+    if fcntl is not None:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _drop_cut_line(journal: Path) -> None:
