@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -171,4 +172,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main() -> None:
     """The ``summeval-compare`` entry point."""
+    if hasattr(signal, "SIGPIPE"):
+        # `summeval-compare ... | head`: stop quietly when the reader goes away.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(run())
