@@ -10,8 +10,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner._errors import SummevalError
-from summeval_runner._io._compare import compare_runs
-from summeval_runner._io._report import write_report
+from summeval_runner._io._compare import compare_loaded, load_runs
+from summeval_runner._io._report import render_report
 
 logger = logging.getLogger("summeval_runner")
 
@@ -41,11 +41,10 @@ class CompareSweep(Callback):
             return
         baseline = finished[0] if len(finished) > 1 else None
         try:
-            comparison = compare_runs(finished, baseline=baseline)
+            runs, base = load_runs(finished, baseline)
+            comparison = compare_loaded(runs, base)
             comparison.to_parquet(sweep_dir / "comparison.parquet", index=False)
-            report = write_report(
-                finished, sweep_dir / "report.html", baseline=baseline, comparison=comparison
-            )
+            report = render_report(runs, base, comparison, sweep_dir / "report.html")
         except (SummevalError, OSError) as error:
             logger.error("the sweep's comparison could not be written: %s", error)
             return

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from summeval_runner._errors import SummevalError
-from summeval_runner._io._compare import compare_runs, history, regressions
-from summeval_runner._io._report import write_report
+from summeval_runner._io._compare import compare_loaded, history, load_runs, regressions
+from summeval_runner._io._report import render_report
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 _LISTED = 10
@@ -147,7 +147,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             runs = list(args.runs)
             baseline = args.baseline or (runs[0] if len(runs) > 1 else None)
-        comparison = compare_runs(runs, baseline=baseline, alpha=args.alpha)
+        loaded, base = load_runs(runs, baseline)
+        comparison = compare_loaded(loaded, base, alpha=args.alpha)
     except SummevalError as error:
         print(f"summeval-compare: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -157,9 +158,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     print_comparison(comparison)
     print(f"comparison: {table_path}")
     if not args.no_report:
-        report = write_report(
-            runs, args.out / "report.html", baseline=baseline, comparison=comparison
-        )
+        report = render_report(loaded, base, comparison, args.out / "report.html")
         print(f"report: {report}")
     if args.fail_if_drop is not None:
         found = regressions(comparison, args.fail_if_drop)

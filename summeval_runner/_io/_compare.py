@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._tables import t_critical_95
+from summeval_runner._io._tables import mean_interval
 
 DIMENSIONS = {"score": "score", "alignment": "alignment_score", "coverage": "coverage_score"}
 SCORER_ID = "summarization-scorer"
@@ -102,17 +102,6 @@ def load_run(path: Path | str) -> Run:
     )
 
 
-def _interval(values: np.ndarray) -> tuple[float | None, float | None, float | None]:
-    n = len(values)
-    if n == 0:
-        return None, None, None
-    mean = float(values.mean())
-    if n == 1:
-        return mean, None, None
-    half = t_critical_95(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
-    return mean, mean - half, mean + half
-
-
 def paired_bootstrap_ci(
     diffs: np.ndarray, *, resamples: int = 5000, seed: int = 0
 ) -> tuple[float, float]:
@@ -146,6 +135,22 @@ def _scored(run: Run, column: str) -> pd.Series:
     return scored.astype(float)
 
 
+def load_runs(
+    run_dirs: Sequence[Path | str], baseline: Path | str | None = None
+) -> tuple[list[Run], Run | None]:
+    """The runs to compare, each labelled apart, the baseline first; and the baseline, if any."""
+    if not run_dirs:
+        raise InputError("compare needs at least one run directory, got none")
+    runs = [load_run(path) for path in run_dirs]
+    if baseline is None:
+        return labelled(runs), None
+    where = Path(baseline).resolve()
+    if all(run.path.resolve() != where for run in runs):
+        runs = [load_run(baseline), *runs]
+    runs = labelled(runs)
+    return runs, next(run for run in runs if run.path.resolve() == where)
+
+
 def compare_runs(
     run_dirs: Sequence[Path | str],
     baseline: Path | str | None = None,
@@ -158,21 +163,22 @@ def compare_runs(
     items both scored: mean difference, paired bootstrap 95% interval, permutation p-value,
     items better / worse / tied, the items only one of them has, and the items that dropped most.
     """
-    if not run_dirs:
-        raise InputError("compare needs at least one run directory, got none")
-    runs = [load_run(path) for path in run_dirs]
-    base = load_run(baseline) if baseline is not None else None
-    if base is not None and all(run.path.resolve() != base.path.resolve() for run in runs):
-        runs = [base, *runs]
-    runs = labelled(runs)
-    if base is not None:
-        base = next(run for run in runs if run.path.resolve() == base.path.resolve())
+    runs, base = load_runs(run_dirs, baseline)
+    return compare_loaded(runs, base, seed=seed, alpha=alpha)
+
+
+def compare_loaded(
+    runs: list[Run], base: Run | None, *, seed: int = 0, alpha: float = 0.05
+) -> pd.DataFrame:
+    """``compare_runs`` on runs already read by ``load_runs``."""
     rows: list[dict[str, Any]] = []
     for run in runs:
-        is_base = base is not None and run.path.resolve() == base.path.resolve()
         for dimension, column in DIMENSIONS.items():
             values = _scored(run, column)
-            mean, low, high = _interval(values.to_numpy())
+            scale = run.items["scale"].max() if dimension == "score" else 1.0
+            mean, low, high = mean_interval(
+                values.tolist(), upper=None if pd.isna(scale) else float(scale)
+            )
             row: dict[str, Any] = dict.fromkeys(COMPARISON_COLUMNS)
             row |= {
                 "variant": run.variant,
@@ -187,7 +193,7 @@ def compare_runs(
                 "items_only_in_baseline": [],
                 "worst_items": [],
             }
-            if base is not None and not is_base:
+            if base is not None and run is not base:
                 row |= _paired(run, base, column, seed=seed, alpha=alpha)
             rows.append(row)
     table: pd.DataFrame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -21,9 +21,8 @@ from summeval_runner._io._compare import (
     DIMENSIONS,
     SCORER_ID,
     Run,
-    compare_runs,
-    labelled,
-    load_run,
+    compare_loaded,
+    load_runs,
 )
 
 # Beyond this many items a run's table lists the lowest scores and says what it left out.
@@ -81,16 +80,21 @@ def write_report(
 
     The file is written under a temporary name and renamed, so a reader never sees half of it.
     """
-    path = Path(path)
-    runs = [load_run(run_dir) for run_dir in run_dirs]
-    base = load_run(baseline) if baseline is not None else None
-    if base is not None and all(r.path.resolve() != base.path.resolve() for r in runs):
-        runs = [base, *runs]
-    runs = labelled(runs)
-    if base is not None:
-        base = next(r for r in runs if r.path.resolve() == base.path.resolve())
+    runs, base = load_runs(run_dirs, baseline)
     if comparison is None:
-        comparison = compare_runs([r.path for r in runs], baseline=base.path if base else None)
+        comparison = compare_loaded(runs, base)
+    return render_report(runs, base, comparison, Path(path), title=title)
+
+
+def render_report(
+    runs: list[Run],
+    base: Run | None,
+    comparison: pd.DataFrame,
+    path: Path,
+    *,
+    title: str | None = None,
+) -> Path:
+    """``write_report`` for runs already read by ``load_runs`` and compared."""
     heading = title or (
         f"Run {runs[0].variant}" if len(runs) == 1 else f"Comparison of {len(runs)} runs"
     )
@@ -120,7 +124,7 @@ def _runs_section(runs: list[Run], base: Run | None) -> str:
     rows = []
     for run in runs:
         judge = run.manifest.get("judge", {}).get("name", "")
-        role = "baseline" if base is not None and run.path == base.path else ""
+        role = "baseline" if run is base else ""
         rows.append(
             f"<tr><td>{_e(run.variant)}</td><td>{_e(role)}</td><td>{_e(run.path)}</td>"
             f"<td>{_e(run.run_id)}</td><td>{_e(judge)}</td>"
@@ -216,7 +220,7 @@ def _plots_section(runs: list[Run]) -> str:
 def _changed_section(runs: list[Run], base: Run) -> str:
     blocks = []
     for run in runs:
-        if run.path == base.path:
+        if run is base:
             continue
         ours = run.items[run.items["status"] == "scored"]["score"]
         theirs = base.items[base.items["status"] == "scored"]["score"]

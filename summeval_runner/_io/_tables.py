@@ -14,7 +14,7 @@ import re
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -428,14 +428,8 @@ def _aggregate(
     """n, mean, spread and the t-interval of the mean, clipped to [0, upper] when bounded."""
     n = len(values)
     ordered = sorted(values)
-    mean = statistics.fmean(values) if values else None
+    mean, low, high = mean_interval(values, upper=upper)
     std = statistics.stdev(values) if n > 1 else (0.0 if n == 1 else None)
-    low = high = None
-    if mean is not None and std is not None and n > 1:
-        half_width = t_critical_95(n - 1) * std / math.sqrt(n)
-        low, high = mean - half_width, mean + half_width
-        if upper is not None:
-            low, high = max(0.0, low), min(upper, high)
     return {
         "run_id": run_id,
         "variant": variant,
@@ -456,6 +450,31 @@ def _aggregate(
         "ci95_low": low,
         "ci95_high": high,
     }
+
+
+def mean_interval(
+    values: Sequence[float], *, upper: float | None
+) -> tuple[float | None, float | None, float | None]:
+    """The mean and its two-sided 95% Student's t interval, clipped to [0, upper] when bounded.
+
+    The interval needs two values; the mean needs one.
+
+    >>> mean_interval([0.0, 1.0], upper=1.0)  # t(1 df) is wide: clipped to the range
+    (0.5, 0.0, 1.0)
+    >>> mean_interval([0.7], upper=None)
+    (0.7, None, None)
+    """
+    n = len(values)
+    if n == 0:
+        return None, None, None
+    mean = statistics.fmean(values)
+    if n == 1:
+        return mean, None, None
+    half_width = t_critical_95(n - 1) * statistics.stdev(values) / math.sqrt(n)
+    low, high = mean - half_width, mean + half_width
+    if upper is not None:
+        low, high = max(0.0, low), min(upper, high)
+    return mean, low, high
 
 
 def _quantile(ordered: list[float], q: float) -> float | None:
