@@ -62,6 +62,27 @@ def wait_for_items(run_dir: Path, count: int, process: subprocess.Popen[str]) ->
         time.sleep(0.02)
 
 
+def start_slow_run(
+    tmp_path: Path,
+    server: ChatServer,
+    *,
+    items: int,
+    latency_s: float,
+    in_flight: int,
+    finished: int,
+    extra: tuple[str, ...] = (),
+) -> tuple[tuple[str, ...], Path, subprocess.Popen[str]]:
+    """Start a run against a slow server and return once ``finished`` items are journaled:
+    the overrides that made it, its directory, and its process (still running)."""
+    server.latency_s = latency_s
+    dataset = write_dataset(tmp_path / "docs.jsonl", items)
+    overrides = openai_run(server, dataset, f"runner.max_items_in_flight={in_flight}", *extra)
+    run_dir = tmp_path / "run"
+    process = start_app(run_dir, *overrides)
+    wait_for_items(run_dir, finished, process)
+    return overrides, run_dir, process
+
+
 def comparable(run_dir: Path, name: str) -> pd.DataFrame:
     """A table without what legitimately differs between two runs: run ids and timings."""
     frame = table(run_dir, name)
@@ -283,12 +304,16 @@ def test_summeval_cache_reports_and_clears_the_cache(
 def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
-    chat_server.latency_s = 0.02
-    dataset = write_dataset(tmp_path / "docs.jsonl", 40)
-    overrides = openai_run(chat_server, dataset, "runner.cache=off", "runner.max_items_in_flight=4")
-    killed = tmp_path / "killed"
-    process = start_app(killed, *overrides)
-    wait_for_items(killed, 12, process)
+    overrides, killed, process = start_slow_run(
+        tmp_path,
+        chat_server,
+        items=40,
+        latency_s=0.02,
+        in_flight=4,
+        finished=12,
+        extra=("runner.cache=off",),
+    )
+    dataset = tmp_path / "docs.jsonl"
     process.send_signal(signal.SIGKILL)
     process.communicate()
     # Whole lines only: the kill may have cut the last one short.
@@ -320,12 +345,9 @@ def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
 def test_ctrl_c_or_sigterm_writes_everything_reports_the_unfinished_and_resumes(
     tmp_path: Path, chat_server: ChatServer, signum: signal.Signals, code: int
 ) -> None:
-    chat_server.latency_s = 0.05
-    dataset = write_dataset(tmp_path / "docs.jsonl", 30)
-    overrides = openai_run(chat_server, dataset, "runner.max_items_in_flight=2")
-    run_dir = tmp_path / "run"
-    process = start_app(run_dir, *overrides)
-    wait_for_items(run_dir, 3, process)
+    overrides, run_dir, process = start_slow_run(
+        tmp_path, chat_server, items=30, latency_s=0.05, in_flight=2, finished=3
+    )
 
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=60)
@@ -348,12 +370,9 @@ def test_ctrl_c_or_sigterm_writes_everything_reports_the_unfinished_and_resumes(
 def test_a_second_ctrl_c_exits_at_once_and_the_run_still_resumes(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
-    chat_server.latency_s = 0.3
-    dataset = write_dataset(tmp_path / "docs.jsonl", 20)
-    overrides = openai_run(chat_server, dataset, "runner.max_items_in_flight=4")
-    run_dir = tmp_path / "run"
-    process = start_app(run_dir, *overrides)
-    wait_for_items(run_dir, 1, process)
+    overrides, run_dir, process = start_slow_run(
+        tmp_path, chat_server, items=20, latency_s=0.3, in_flight=4, finished=1
+    )
 
     process.send_signal(signal.SIGINT)
     time.sleep(0.05)
@@ -408,12 +427,9 @@ def test_processes_running_at_once_share_the_cache_safely(
 def test_a_run_still_being_written_cannot_be_resumed_alongside(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
-    chat_server.latency_s = 0.1
-    dataset = write_dataset(tmp_path / "docs.jsonl", 30)
-    overrides = openai_run(chat_server, dataset, "runner.max_items_in_flight=2")
-    run_dir = tmp_path / "run"
-    process = start_app(run_dir, *overrides)
-    wait_for_items(run_dir, 1, process)
+    overrides, run_dir, process = start_slow_run(
+        tmp_path, chat_server, items=30, latency_s=0.1, in_flight=2, finished=1
+    )
     journal_before = (run_dir / "journal.jsonl").read_bytes()
 
     second = run_app(tmp_path / "other", *overrides, f"runner.resume={run_dir}", env=ENV)
