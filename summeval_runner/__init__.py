@@ -18,6 +18,7 @@ from summeval_runner._errors import (
 )
 from summeval_runner._io._compare import compare_runs
 from summeval_runner._io._datasets import DatasetError, FieldMap, Item, load_dataset
+from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._report import write_report
 from summeval_runner._judges._fake import FakeJudge
 from summeval_runner._judges._offline import OfflineJudge
@@ -78,6 +79,7 @@ __all__ = [
     "JudgeOutputError",
     "JudgeReply",
     "JudgeRequest",
+    "MergedRun",
     "MissingAPIKeyError",
     "OfflineJudge",
     "OpenAIJudge",
@@ -103,6 +105,7 @@ __all__ = [
     "create_summarization_scorer",
     "extract_tool_results",
     "load_dataset",
+    "merge_runs",
     "run_evals",
     "run_evals_sync",
     "write_report",

@@ -38,6 +38,9 @@ PUBLIC = {
     # comparing runs
     "compare_runs",
     "write_report",
+    # shards
+    "merge_runs",
+    "MergedRun",
     # judges
     "Judge",
     "JudgeRequest",

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import signal
 import sys
@@ -26,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
@@ -36,11 +36,20 @@ from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner import __version__
+from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
 from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
 from summeval_runner._io._datasets import FieldMap, Item, load_dataset
-from summeval_runner._io._manifest import redact, scrub, write_manifest
-from summeval_runner._io._tables import JOURNAL, RunWriter, journaled_statuses, scorer_rows
+from summeval_runner._io._manifest import config_differences, redact, scrub, write_manifest
+from summeval_runner._io._shards import Shard
+from summeval_runner._io._tables import (
+    JOURNAL,
+    RunWriter,
+    journaled_statuses,
+    score_totals,
+    scorer_rows,
+    token_totals,
+)
 from summeval_runner._judges._protocol import Judge
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._messages import extract_source, extract_summary
@@ -75,6 +84,15 @@ class Plan:
     cache: ResponseCache | None
     scorer: SummarizationScorer
     variant: str
+    shard: Shard | None
+
+    @property
+    def shard_items(self) -> list[Item]:
+        """The items this run scores: all of them, or those of its shard."""
+        if self.shard is None:
+            return self.items
+        shard = self.shard
+        return [item for item in self.items if shard.holds(item.id)]
 
 
 def _require(condition: bool, message: str) -> None:
@@ -96,6 +114,8 @@ def _check_runner(runner: DictConfig) -> None:
     _require(grace >= 0, f"runner.shutdown_grace_s must be >= 0, got {grace}")
     rate = runner.max_error_rate
     _require(0 <= rate <= 1, f"runner.max_error_rate must be between 0 and 1, got {rate}")
+    if runner.shard is not None:
+        Shard.parse(runner.shard)
     _require(
         runner.cache in CACHE_MODES,
         f"runner.cache must be one of {', '.join(CACHE_MODES)}, got {runner.cache!r}",
@@ -229,7 +249,8 @@ def plan(cfg: DictConfig) -> Plan:
         format=cfg.dataset.format,
         limit=cfg.dataset.limit,
     )
-    return Plan(items, path, _sha256(path), target, limited, cache, scorer, _variant(cfg))
+    shard = Shard.parse(cfg.runner.shard) if cfg.runner.shard is not None else None
+    return Plan(items, path, _sha256(path), target, limited, cache, scorer, _variant(cfg), shard)
 
 
 class _TableSink:
@@ -359,19 +380,6 @@ async def _execute(
             await close()
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        flat: dict[str, Any] = {}
-        for key, item in value.items():
-            flat |= _flatten(item, f"{prefix}{key}.")
-        return flat or {prefix.rstrip("."): {}}
-    return {prefix.rstrip("."): value}
-
-
-# What decides an item's result: a resumed run must not change any of it.
-_RESUME_SECTIONS = ("dataset", "target", "model", "scorer")
-
-
 def _previous_run(cfg: DictConfig) -> tuple[Path, dict[str, Any] | None]:
     """The run directory, and the manifest of the run to resume (``None`` for a new run)."""
     if not cfg.runner.resume:
@@ -396,18 +404,17 @@ def _previous_run(cfg: DictConfig) -> tuple[Path, dict[str, Any] | None]:
 
 def _check_resumable(cfg: DictConfig, job: Plan, previous: Mapping[str, Any]) -> None:
     now = redact(OmegaConf.to_container(cfg, resolve=True))
-    before = previous.get("config") or {}
-    differences = []
-    for section in _RESUME_SECTIONS:
-        old, new = _flatten(before.get(section)), _flatten(now.get(section))
-        for key in sorted(set(old) | set(new)):
-            if old.get(key) != new.get(key):
-                where = f"{section}.{key}" if key else section
-                differences.append(f"{where} was {old.get(key)!r}, now {new.get(key)!r}")
+    differences = config_differences(previous.get("config") or {}, now)
     if differences:
         raise ConfigError(
             "runner.resume: the config differs from the run being resumed, so its items would "
             "not be comparable: " + "; ".join(differences[:5])
+        )
+    shard_before = Shard.from_manifest(previous.get("shard"))
+    if shard_before != job.shard:
+        raise ConfigError(
+            f"runner.resume: the run being resumed is shard {shard_before or 'none (all items)'}, "
+            f"now runner.shard={job.shard or 'null'}; resume it with the same shard"
         )
     dataset = previous.get("dataset") or {}
     if dataset.get("sha256") != job.dataset_sha256:
@@ -417,26 +424,23 @@ def _check_resumable(cfg: DictConfig, job: Plan, previous: Mapping[str, Any]) ->
         )
 
 
+def hydra_value(text: str) -> str:
+    """``text`` as a Hydra override value: quoted when it holds what the override grammar reads
+    as syntax (a sweep directory is named ``runner.shard=0_2,target.k=1``).
+
+    >>> hydra_value("outputs/run")
+    'outputs/run'
+    >>> hydra_value("multirun/runner.shard=0_2,target.k=1")
+    "'multirun/runner.shard=0_2,target.k=1'"
+    """
+    if re.fullmatch(r"[\w./:+@-]*", text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _resume_command(run_dir: Path) -> str:
     overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("runner.resume=")]
-    return shlex.join(["summeval-run", *overrides, f"runner.resume={run_dir}"])
-
-
-def _run_totals(aggregates: Path, scorer_id: str) -> tuple[RunCounts, float | None]:
-    """The whole run's item counts and mean score, resumed parts included, from its tables."""
-    for row in pq.read_table(aggregates).to_pylist():
-        if row["scorer_id"] == scorer_id and row["metric"] == "score":
-            counts = RunCounts(row["items"], row["scored"], row["unscorable"], row["errors"])
-            return counts, row["mean"]
-    return RunCounts(0, 0, 0, 0), None
-
-
-def _token_totals(items: Path) -> dict[str, int]:
-    table = pq.read_table(items, columns=["input_tokens", "output_tokens"])
-    return {
-        "input": int(pc.sum(table["input_tokens"]).as_py() or 0),
-        "output": int(pc.sum(table["output_tokens"]).as_py() or 0),
-    }
+    return shlex.join(["summeval-run", *overrides, f"runner.resume={hydra_value(str(run_dir))}"])
 
 
 def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
@@ -456,7 +460,8 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     finished = journaled_statuses(run_dir) if previous is not None else {}
     kept = {item_id for item_id, status in finished.items() if status != "error"}
     # Items that ended in error are tried again on resume: most errors are transient.
-    todo = [item for item in job.items if item.id not in kept]
+    selected = job.shard_items
+    todo = [item for item in selected if item.id not in kept]
     run_id = str(previous["run_id"]) if previous else uuid.uuid4().hex[:12]
     variant = str(previous["variant"]) if previous else job.variant
     resumptions = list(previous.get("resumptions", [])) if previous else []
@@ -477,6 +482,9 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
         "package_version": __version__,
         "prompt_version": PROMPT_VERSION,
         "python_version": platform.python_version(),
+        # Where it ran: a sharded run's parts run on several machines or worker processes.
+        "host": platform.node(),
+        "pid": os.getpid(),
         "config": OmegaConf.to_container(cfg, resolve=True),
         "overrides": previous["overrides"] if previous else list(HydraConfig.get().overrides.task),
         "dataset": {
@@ -484,6 +492,11 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
             "items": len(job.items),
             "sha256": job.dataset_sha256,
         },
+        "shard": (
+            {"index": job.shard.index, "count": job.shard.count, "items": len(selected)}
+            if job.shard
+            else None
+        ),
         "resumptions": resumptions,
     }
     # Written first, so that a run killed at any moment can be resumed: it holds the config.
@@ -500,8 +513,9 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
         if job.cache is not None:
             job.cache.close()
     duration = time.perf_counter() - clock
-    counts, mean = _run_totals(tables["aggregates"], job.scorer.id)
-    unfinished = len(job.items) - counts.total
+    totals, mean = score_totals(tables["aggregates"], job.scorer.id)
+    counts = RunCounts(**totals)
+    unfinished = len(selected) - counts.total
     error_rate = counts.errors / counts.total if counts.total else 0.0
     if aborted is not None:
         status, exit_code = "aborted", EXIT_FAILED
@@ -532,14 +546,16 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
                 "stored": job.cache.stored if job.cache else 0,
             },
         },
-        "tokens": _token_totals(tables["items"]),
+        "tokens": token_totals(tables["items"]),
         "tables": {name: path.name for name, path in tables.items()},
     }
     write_manifest(run_dir / MANIFEST, manifest)
-    _print_summary(run_dir, tables["aggregates"], duration, counts, aborted)
+    if job.shard is not None:
+        print(f"shard {job.shard}: {len(selected)} of the dataset's {len(job.items)} items")
+    print_summary(run_dir, tables["aggregates"], duration, counts, aborted)
     if status == "interrupted":
         print(
-            f"summeval-run: interrupted: {unfinished} of {len(job.items)} items unfinished; "
+            f"summeval-run: interrupted: {unfinished} of {len(selected)} items unfinished; "
             f"the finished ones are in {run_dir}. To resume:\n  {_resume_command(run_dir)}",
             file=sys.stderr,
         )
@@ -552,14 +568,15 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     return exit_code
 
 
-def _print_summary(
-    run_dir: Path, aggregates: Path, duration: float, counts: RunCounts, aborted: str | None
+def print_summary(
+    run_dir: Path, aggregates: Path, duration: float | None, counts: RunCounts, aborted: str | None
 ) -> None:
     if aborted:
         print(f"summeval-run: stopped: {aborted}", file=sys.stderr)
+    took = f", in {duration:.1f} s" if duration is not None else ""
     print(
         f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
-        f"{counts.errors} errors, in {duration:.1f} s"
+        f"{counts.errors} errors{took}"
     )
     print(f"results: {run_dir}")
     rows = pq.read_table(aggregates).to_pylist()
@@ -586,6 +603,8 @@ def main() -> None:
     def app(cfg: DictConfig) -> None:
         code = run_job(cfg, interrupts)
         exit_codes.append(code)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            record_exit_code(Path(HydraConfig.get().runtime.output_dir), code)
         # An interrupt stops a sweep too: the operator asked the whole command to stop.
         if code and (HydraConfig.get().mode == RunMode.RUN or interrupts.exit_code):
             sys.exit(code)
@@ -593,6 +612,8 @@ def main() -> None:
     interrupts.install()
     try:
         app()
+    except SweepFailed:
+        raise  # the worst job's code, already reported
     except SystemExit as stop:
         # Hydra exits 1 when the config cannot be composed (a wrong type, an unknown option):
         # that is bad config too, found before any work.

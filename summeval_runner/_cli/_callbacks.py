@@ -1,19 +1,29 @@
-"""Hydra callbacks: after a sweep, compare its variants and write the report beside them."""
+"""Hydra callbacks: after a sweep, merge its shards, compare its variants, write the report."""
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from summeval_runner._cli._config import path_safe
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._compare import compare_loaded, load_runs
+from summeval_runner._io._merge import merge_runs
 from summeval_runner._io._report import render_report
 
 logger = logging.getLogger("summeval_runner")
+MERGED = "merged"
+# Each sweep job's exit code, in its directory: a launcher's workers (joblib, Ray, Submitit) run
+# jobs in other processes, so the command that launched them learns their outcome from here.
+JOB_EXIT_CODE = ".exit_code"
+_UNNAMED = ("runner.progress=", "runner.cache=", "runner.cache_path=", "runner.resume=")
 
 
 def _job_number(run_dir: Path) -> int:
@@ -24,20 +34,99 @@ def _job_number(run_dir: Path) -> int:
     return int(number) if number is not None else 1 << 30
 
 
-class CompareSweep(Callback):
-    """After a multirun: ``comparison.parquet`` and ``report.html`` in the sweep directory.
+def _shard_group(run_dir: Path) -> tuple[str, ...] | None:
+    """The job's overrides without its shard, for a shard's run; ``None`` for any other run."""
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    if not manifest.get("shard"):
+        return None
+    overrides = manifest.get("overrides") or []
+    return tuple(sorted(o for o in overrides if not o.startswith("runner.shard=")))
 
-    The sweep's first job is the baseline the other variants are compared with.
+
+def _merge_shards(sweep_dir: Path, run_dirs: list[Path]) -> list[Path]:
+    """The sweep's runs to compare: its unsharded runs, and each variant's shards merged into
+    ``<sweep>/merged/<variant's overrides>`` (a variant whose merge is refused is left out)."""
+    groups: dict[tuple[str, ...], list[Path]] = defaultdict(list)
+    runs: list[Path] = []
+    for run_dir in run_dirs:
+        group = _shard_group(run_dir)
+        if group is None:
+            runs.append(run_dir)
+            continue
+        if not groups[group]:
+            runs.append(run_dir)  # holds the variant's place in job order until merged
+        groups[group].append(run_dir)
+    for group, shards in groups.items():
+        # Named as Hydra names the jobs' directories (config.yaml's exclude_keys), less the shard.
+        kept = [o for o in group if not o.startswith(_UNNAMED)]
+        out = sweep_dir / MERGED / path_safe(",".join(kept) or "default")
+        try:
+            merge_runs(shards, out)
+        except SummevalError as error:
+            logger.error("the shards of %s were not merged: %s", ",".join(group), error)
+            runs.remove(shards[0])
+            continue
+        print(f"sweep shards merged: {out}")
+        runs[runs.index(shards[0])] = out
+    return runs
+
+
+class SweepFailed(SystemExit):
+    """A sweep's job failed: the command exits with the worst job's exit code."""
+
+
+def record_exit_code(job_dir: Path, code: int) -> None:
+    (job_dir / JOB_EXIT_CODE).write_text(f"{code}\n", encoding="utf-8")
+
+
+def _failed_jobs(sweep_dir: Path) -> list[tuple[int, Path]]:
+    failed = []
+    for path in sorted(sweep_dir.rglob(JOB_EXIT_CODE)):
+        try:
+            code = int(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if code:
+            failed.append((code, path.parent))
+    return failed
+
+
+class CompareSweep(Callback):
+    """After a multirun: shards merged, ``comparison.parquet`` and ``report.html`` written.
+
+    The sweep's first job is the baseline the other variants are compared with. Shards
+    (``runner.shard=0/N,...,N-1/N``) of each variant are first merged into one run under
+    ``<sweep>/merged/``, and the merged runs are compared.
     """
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
+        self._compare(sweep_dir)
+        failed = _failed_jobs(sweep_dir)
+        if failed:
+            worst = max(code for code, _ in failed)
+            where = ", ".join(f"{job.name} (exit {code})" for code, job in failed[:5])
+            print(f"summeval-run: {len(failed)} sweep job(s) failed: {where}", file=sys.stderr)
+            raise SweepFailed(worst)
+
+    def _compare(self, sweep_dir: Path) -> None:
         run_dirs = sorted(
-            (manifest.parent for manifest in sweep_dir.rglob("manifest.json")),
+            (
+                manifest.parent
+                for manifest in sweep_dir.rglob("manifest.json")
+                if MERGED not in manifest.relative_to(sweep_dir).parts
+            ),
             key=lambda run_dir: (_job_number(run_dir), str(run_dir)),
         )
         finished = [d for d in run_dirs if (d / "items.parquet").exists()]
         if len(finished) < 1:
+            return
+        try:
+            finished = _merge_shards(sweep_dir, finished)
+        except (SummevalError, OSError, ValueError) as error:
+            logger.error("the sweep's shards could not be merged: %s", error)
+            return
+        if not finished:
             return
         baseline = finished[0] if len(finished) > 1 else None
         try:

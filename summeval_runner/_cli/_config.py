@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 @dataclass
@@ -56,6 +56,7 @@ class RunnerConfig:
     cache: str = "readwrite"
     cache_path: str | None = None
     resume: str | None = None
+    shard: str | None = None
     shutdown_grace_s: float = 30.0
     progress: bool = True
     max_error_rate: float = 0.0
@@ -78,3 +79,17 @@ class AppConfig:
 def register_configs(store: ConfigStore) -> None:
     """Register the schema that ``configs/config.yaml`` builds on."""
     store.store(name="base_config", node=AppConfig)
+
+
+def path_safe(name: str) -> str:
+    """A directory name with no path separator: ``runner.shard=0/2`` becomes ``runner.shard=0_2``.
+
+    Sweep directories are named after their overrides, and a value with "/" in it (a shard, a
+    dataset path) would otherwise nest one run inside folders named after half of it.
+    """
+    return name.replace("/", "_").replace("\\", "_")
+
+
+# Registered on import, not in main(): a launcher's worker process (joblib, Ray, Submitit) names
+# the job's directory itself, without running main(). A pure function, replaced idempotently.
+OmegaConf.register_new_resolver("summeval.path_safe", path_safe, replace=True)

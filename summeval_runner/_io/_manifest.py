@@ -47,6 +47,37 @@ def scrub(text: str, secrets: tuple[str, ...] | None = None) -> str:
     return text
 
 
+# What decides an item's result: runs that differ here do not measure the same thing.
+RESULT_SECTIONS = ("dataset", "target", "model", "scorer")
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat |= _flatten(item, f"{prefix}{key}.")
+        return flat or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): value}
+
+
+def config_differences(
+    before: Mapping[str, Any], now: Mapping[str, Any], sections: tuple[str, ...] = RESULT_SECTIONS
+) -> list[str]:
+    """Each setting of ``sections`` that differs, as "model.name was 'a', now 'b'".
+
+    >>> config_differences({"scorer": {"scale": 1.0}}, {"scorer": {"scale": 5.0}})
+    ['scorer.scale was 1.0, now 5.0']
+    """
+    differences = []
+    for section in sections:
+        old, new = _flatten(before.get(section)), _flatten(now.get(section))
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                where = f"{section}.{key}" if key else section
+                differences.append(f"{where} was {old.get(key)!r}, now {new.get(key)!r}")
+    return differences
+
+
 def write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
     """Write the manifest atomically: readers see the old file or the new one, never half."""
     text = scrub(json.dumps(redact(manifest), indent=2, ensure_ascii=False, default=str))

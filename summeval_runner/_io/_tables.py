@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 try:
@@ -337,6 +338,24 @@ class RunWriter:
         for path in paths.values():
             os.replace(_partial(path), path)
         return paths
+
+
+def score_totals(aggregates: Path, scorer_id: str) -> tuple[dict[str, int], float | None]:
+    """A run's item counts (total, scored, unscorable, errors) and mean score, from its tables."""
+    for row in pq.read_table(aggregates).to_pylist():
+        if row["scorer_id"] == scorer_id and row["metric"] == "score":
+            counts = {name: row[name] for name in ("scored", "unscorable", "errors")}
+            return {"total": row["items"], **counts}, row["mean"]
+    return {"total": 0, "scored": 0, "unscorable": 0, "errors": 0}, None
+
+
+def token_totals(items: Path) -> dict[str, int]:
+    """The judge tokens a run's items used, summed from its items table."""
+    table = pq.read_table(items, columns=["input_tokens", "output_tokens"])
+    return {
+        "input": int(pc.sum(table["input_tokens"]).as_py() or 0),
+        "output": int(pc.sum(table["output_tokens"]).as_py() or 0),
+    }
 
 
 def journaled_statuses(run_dir: Path) -> dict[str, str]:

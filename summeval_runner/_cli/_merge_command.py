@@ -1,0 +1,62 @@
+"""``summeval-merge``: join the run directories of shards (``runner.shard=I/N``) into one run.
+
+Exit codes: 0 merged (every shard, or what there is with ``--allow-missing``); 2 refused: not
+shards of one run, a shard given twice or overlapping another, shards missing, an output
+directory that is not empty. Nothing is written when refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from summeval_runner._cli._app import print_summary
+from summeval_runner._errors import SummevalError
+from summeval_runner._io._merge import SCORER_ID, merge_runs
+from summeval_runner._io._tables import score_totals
+from summeval_runner._runner._run import RunCounts
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="summeval-merge",
+        description="Merge the run directories of shards 0/N .. N-1/N (summeval-run "
+        "runner.shard=I/N) into one run: tables in dataset order, aggregates recomputed.",
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="the shards' run directories")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="the merged run's directory (new or empty)"
+    )
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="merge even when shards or items are missing; the manifest's status is then "
+        "'partial' and it lists what is missing",
+    )
+    args = parser.parse_args(argv)
+    try:
+        merged = merge_runs(args.runs, args.out, allow_missing=args.allow_missing)
+    except SummevalError as error:
+        print(f"summeval-merge: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    shards = ", ".join(merged.shards)
+    print(f"merged {len(merged.shards)} of {merged.shard_count} shards ({shards})")
+    if not merged.complete:
+        missing = ", ".join(merged.missing_shards) or "none"
+        print(
+            f"summeval-merge: partial: missing shards: {missing}; {merged.missing_items} items "
+            "of the dataset are in no merged shard",
+            file=sys.stderr,
+        )
+    totals, _ = score_totals(merged.tables["aggregates"], SCORER_ID)
+    counts = RunCounts(**totals)
+    print_summary(merged.run_dir, merged.tables["aggregates"], None, counts, None)
+    return EXIT_OK
+
+
+def run() -> None:
+    """The ``summeval-merge`` entry point."""
+    sys.exit(main())

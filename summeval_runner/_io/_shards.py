@@ -1,0 +1,68 @@
+"""Shards: a run split by item id across processes or machines (``runner.shard=I/N``).
+
+An item belongs to shard ``sha256(item id) mod N``: the split depends on nothing but the id, so
+every worker computes it alone, a resumed shard holds the same items, and the shards of one
+dataset are disjoint and cover it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from summeval_runner._errors import ConfigError
+
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (0 <= index < count)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, spec: str) -> Shard:
+        """``"I/N"`` as a shard; ``ConfigError`` naming ``runner.shard`` otherwise.
+
+        >>> Shard.parse("1/4")
+        Shard(index=1, count=4)
+        """
+        match = _SPEC.match(str(spec))
+        if match is None:
+            raise ConfigError(
+                f"runner.shard must be I/N (shard I of N, counted from 0), got {spec!r}"
+            )
+        index, count = int(match[1]), int(match[2])
+        if count < 1 or index >= count:
+            raise ConfigError(
+                f"runner.shard must be I/N with 0 <= I < N (shards 0/{max(count, 1)} to "
+                f"{max(count, 1) - 1}/{max(count, 1)}), got {spec!r}"
+            )
+        return cls(index, count)
+
+    @classmethod
+    def from_manifest(cls, value: Any) -> Shard | None:
+        """The shard a run's manifest records (``{"index": I, "count": N}``), if any."""
+        if not isinstance(value, dict):
+            return None
+        return cls(int(value["index"]), int(value["count"]))
+
+    def holds(self, item_id: str) -> bool:
+        return shard_of(item_id, self.count) == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def shard_of(item_id: str, count: int) -> int:
+    """The shard an item id falls in: stable across processes, machines and Python versions.
+
+    >>> shard_of("doc-1", 1)
+    0
+    """
+    digest = hashlib.sha256(item_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count

@@ -1,0 +1,328 @@
+"""Shards, merges and Hydra launchers: a run split across processes equals the run made in one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+
+from summeval_runner import InputError, merge_runs
+from summeval_runner._cli._config import register_configs
+from summeval_runner._errors import ConfigError
+from summeval_runner._io._shards import Shard, shard_of
+from tests.chat_server import ChatServer
+from tests.test_app import ROOT, SAMPLE_ITEMS, SECRET, run_app
+
+# Columns that differ between any two runs of the same config: the run's id and the clock.
+VOLATILE = ["run_id", "judge_latency_s", "target_latency_s"]
+TABLE_NAMES = ("items", "alignment", "coverage", "aggregates")
+
+
+def run_sweep(
+    sweep_dir: Path, *overrides: str, env: dict[str, str] | None = None, timeout: int = 180
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | (env or {})
+    return subprocess.run(
+        [
+            "summeval-run",
+            "-m",
+            f"hydra.sweep.dir={sweep_dir}",
+            "runner.progress=false",
+            "runner.cache=off",
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=sweep_dir.parent,
+    )
+
+
+def comparable(run_dir: Path, name: str) -> pd.DataFrame:
+    frame = pd.read_parquet(run_dir / f"{name}.parquet")
+    return frame.drop(columns=[c for c in VOLATILE if c in frame.columns])
+
+
+def assert_same_tables(merged: Path, one_machine: Path) -> None:
+    for name in TABLE_NAMES:
+        pd.testing.assert_frame_equal(comparable(merged, name), comparable(one_machine, name))
+    # One run id for every row of the merged run, as in a run made in one process.
+    assert pd.read_parquet(merged / "items.parquet")["run_id"].nunique() == 1
+
+
+def manifest(run_dir: Path) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads((run_dir / "manifest.json").read_text())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The sample run made in one process, and the same run in two shards (a sweep)."""
+    base = tmp_path_factory.mktemp("shards")
+    one = base / "one"
+    assert run_app(one, "runner.cache=off", "runner.progress=false").returncode == 0
+    sweep = base / "sweep"
+    completed = run_sweep(sweep, "runner.shard=0/2,1/2")
+    assert completed.returncode == 0, completed.stderr
+    return {
+        "one": one,
+        "sweep": sweep,
+        "shard0": sweep / "runner.shard=0_2",
+        "shard1": sweep / "runner.shard=1_2",
+    }
+
+
+def test_shards_split_items_by_id_the_same_way_in_every_process() -> None:
+    ids = [f"doc-{i}" for i in range(2000)]
+    shards = [Shard(i, 4) for i in range(4)]
+
+    sizes = [sum(shard.holds(item_id) for item_id in ids) for shard in shards]
+
+    assert sum(sizes) == len(ids)  # every item in exactly one shard
+    assert all(400 <= size <= 600 for size in sizes), sizes
+    # Not Python's salted hash(): another interpreter with another seed splits alike.
+    script = (
+        "from summeval_runner._io._shards import shard_of\n"
+        "print([shard_of(f'doc-{i}', 4) for i in range(50)])"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"PYTHONHASHSEED": "12345"},
+    )
+    assert other.stdout.strip() == str([shard_of(f"doc-{i}", 4) for i in range(50)])
+
+
+@pytest.mark.parametrize("spec", ["2/2", "0/0", "1", "a/b", "-1/2"])
+def test_a_bad_shard_is_named_with_the_rule(spec: str) -> None:
+    with pytest.raises(ConfigError, match=r"runner\.shard must be I/N") as raised:
+        Shard.parse(spec)
+    assert repr(spec) in str(raised.value)
+
+
+def test_the_app_refuses_a_bad_shard_before_any_work(tmp_path: Path) -> None:
+    completed = run_app(tmp_path / "bad", "runner.shard=3/3", "runner.cache=off")
+
+    assert completed.returncode == 2
+    assert "runner.shard must be I/N with 0 <= I < N" in completed.stderr
+    assert "'3/3'" in completed.stderr
+    assert not (tmp_path / "bad" / "items.parquet").exists()
+
+
+def test_each_shard_scores_only_its_items_and_says_so(runs: dict[str, Path]) -> None:
+    ids = [set(pd.read_parquet(runs[f"shard{i}"] / "items.parquet")["item_id"]) for i in (0, 1)]
+    everything = set(pd.read_parquet(runs["one"] / "items.parquet")["item_id"])
+
+    assert ids[0]
+    assert ids[1]
+    assert not ids[0] & ids[1]
+    assert ids[0] | ids[1] == everything
+    for i in (0, 1):
+        recorded = manifest(runs[f"shard{i}"])
+        assert recorded["shard"] == {"index": i, "count": 2, "items": len(ids[i])}
+        assert recorded["counts"]["total"] == len(ids[i])  # type: ignore[index]
+        assert recorded["unfinished"] == 0
+
+
+def test_two_shards_merged_equal_the_run_made_on_one_machine(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "merged"
+    completed = subprocess.run(
+        ["summeval-merge", str(runs["shard1"]), str(runs["shard0"]), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert "merged 2 of 2 shards (0/2, 1/2)" in completed.stdout
+    assert f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored" in completed.stdout
+    assert_same_tables(out, runs["one"])
+    merged, one = manifest(out), manifest(runs["one"])
+    assert merged["status"] == "completed"
+    assert merged["counts"] == one["counts"]
+    assert merged["tokens"] == one["tokens"]
+    assert merged["means"] == one["means"]
+    assert merged["variant"] == one["variant"]
+    assert [part["shard"] for part in merged["merged_from"]] == ["0/2", "1/2"]  # type: ignore[attr-defined]
+    # The sweep merged its shards itself and compared the merged run.
+    assert_same_tables(runs["sweep"] / "merged" / "default", runs["one"])
+    assert (runs["sweep"] / "comparison.parquet").exists()
+
+
+def test_a_missing_shard_is_refused_unless_allowed(runs: dict[str, Path], tmp_path: Path) -> None:
+    refused = subprocess.run(
+        ["summeval-merge", str(runs["shard0"]), "--out", str(tmp_path / "refused")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "shard 1/2 missing (of 2 shards)" in refused.stderr
+    assert "--allow-missing" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+
+    partial = merge_runs([runs["shard0"]], tmp_path / "partial", allow_missing=True)
+
+    shard0_items = len(pd.read_parquet(runs["shard0"] / "items.parquet"))
+    assert not partial.complete
+    assert partial.missing_shards == ("1/2",)
+    assert partial.missing_items == SAMPLE_ITEMS - shard0_items
+    recorded = manifest(tmp_path / "partial")
+    assert recorded["status"] == "partial"
+    assert recorded["missing"]["shards"] == ["1/2"]  # type: ignore[index]
+    assert recorded["missing"]["items"] == SAMPLE_ITEMS - shard0_items  # type: ignore[index]
+
+
+def test_overlapping_shards_are_refused(runs: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"shard 0/2 is given twice"):
+        merge_runs([runs["shard0"], runs["shard0"]], tmp_path / "twice")
+
+    other_split = tmp_path / "third"
+    assert run_app(other_split, "runner.shard=0/3", "runner.cache=off").returncode == 0
+    with pytest.raises(InputError, match=r"shards of different splits.*0/2.*0/3"):
+        merge_runs([runs["shard0"], runs["shard1"], other_split], tmp_path / "mixed")
+    assert not (tmp_path / "twice").exists()
+    assert not (tmp_path / "mixed").exists()
+
+
+def test_shards_of_different_configs_or_a_full_run_are_refused(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    other = tmp_path / "k1"
+    assert run_app(other, "runner.shard=1/2", "target.k=1", "runner.cache=off").returncode == 0
+
+    with pytest.raises(InputError, match=r"not a shard of the same run.*target\.k was 3, now 1"):
+        merge_runs([runs["shard0"], other], tmp_path / "mixed")
+    with pytest.raises(InputError, match=r"is not a shard: it was run without runner\.shard"):
+        merge_runs([runs["shard0"], runs["one"]], tmp_path / "full")
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError, match=r"is not empty"):
+        merge_runs([runs["shard0"], runs["shard1"]], occupied)
+    assert (occupied / "notes.txt").read_text() == "keep me"
+
+
+def test_a_shard_resumes_only_as_the_same_shard(runs: dict[str, Path], tmp_path: Path) -> None:
+    # A sweep's directory names hold "=" and ",": quoted, as the interrupted run prints them.
+    completed = run_app(
+        tmp_path / "ignored", f"runner.resume='{runs['shard0']}'", "runner.shard=1/2"
+    )
+
+    assert completed.returncode == 2
+    assert "the run being resumed is shard 0/2, now runner.shard=1/2" in completed.stderr
+
+
+def test_joblib_reuses_worker_processes_job_after_job(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    """Four jobs (two variants x two shards) on two worker processes, with the OpenAI judge:
+    a client, throttle or event loop kept from one job would break the next on that worker."""
+    sweep = tmp_path / "sweep"
+    completed = run_sweep(
+        sweep,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "model=openai",
+        f"model.base_url={chat_server.base_url}",
+        "dataset.limit=6",
+        "runner.judge_rpm=6000",
+        "target.k=1,3",
+        "runner.shard=0/2,1/2",
+        env={"OPENAI_API_KEY": SECRET},
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    shard_dirs = sorted(sweep.glob("*runner.shard=*"))
+    assert len(shard_dirs) == 4
+    pids = {manifest(run_dir)["pid"] for run_dir in shard_dirs}
+    assert len(pids) <= 2 < len(shard_dirs)  # workers ran job after job
+    assert all(manifest(d)["pid"] != os.getpid() for d in shard_dirs)
+    for k in (1, 3):
+        # Named after the variant's overrides, less the shard (the server's URL among them).
+        (merged,) = sweep.glob(f"merged/*model=openai*target.k={k}")
+        items = pd.read_parquet(merged / "items.parquet")
+        assert len(items) == 6
+        assert (items["status"] == "scored").all()
+        assert (items["judge_calls"] == 3).all()
+        assert (items["judge"] == "openai/gpt-4o-mini").all()
+    assert len(chat_server.requests) == 3 * 6 * 2
+    comparison = pd.read_parquet(sweep / "comparison.parquet")
+    assert {label.rsplit(",", 1)[-1] for label in comparison["variant"]} == {
+        "target.k=1",
+        "target.k=3",
+    }
+    for line in (SECRET,):
+        assert all(line not in p.read_text() for p in sweep.rglob("*.json"))
+
+
+def test_a_failed_job_under_joblib_fails_the_command(tmp_path: Path) -> None:
+    completed = run_sweep(
+        tmp_path / "sweep",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "runner.shard=0/2,5/2",
+    )
+
+    assert completed.returncode == 2
+    assert "runner.shard must be I/N" in completed.stderr
+    assert "1 sweep job(s) failed: runner.shard=5_2 (exit 2)" in completed.stderr
+    # The good job's run is whole.
+    assert (tmp_path / "sweep" / "runner.shard=0_2" / "items.parquet").exists()
+
+
+def test_submitit_runs_the_shards_as_it_would_on_slurm(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Submitit's local executor: the same pickled job and process model as SLURM's."""
+    sweep = tmp_path / "sweep"
+    completed = run_sweep(sweep, "hydra/launcher=submitit_local", "runner.shard=0/2,1/2")
+
+    assert completed.returncode == 0, completed.stderr
+    assert_same_tables(sweep / "merged" / "default", runs["one"])
+
+
+def test_ray_runs_a_two_shard_job_on_a_local_instance(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    sweep = tmp_path / "sweep"
+    completed = run_sweep(
+        sweep,
+        "hydra/launcher=ray",
+        "+hydra.launcher.ray.init.num_cpus=2",
+        "+hydra.launcher.ray.init.include_dashboard=false",
+        "runner.shard=0/2,1/2",
+        env={"RAY_USAGE_STATS_ENABLED": "0"},
+        timeout=240,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert_same_tables(sweep / "merged" / "default", runs["one"])
+
+
+def test_the_cluster_launcher_configs_compose() -> None:
+    register_configs(ConfigStore.instance())
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        slurm = compose("config", ["hydra/launcher=slurm"], return_hydra_config=True)
+        ray = compose("config", ["hydra/launcher=ray_cluster"], return_hydra_config=True)
+    launcher = slurm.hydra.launcher
+    assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert launcher.array_parallelism == 8
+    assert launcher.timeout_min == 720
+    assert ray.hydra.launcher._target_.endswith("ray_launcher.RayLauncher")
+    assert ray.hydra.launcher.ray.init.address == "auto"
