@@ -144,6 +144,9 @@ def test_the_run_is_written_as_it_goes_and_described_in_the_manifest(
     assert manifest["judge"]["requests"] == 3 * SAMPLE_ITEMS
     assert manifest["variant"] == "default"
     assert manifest["finished_at"] >= manifest["started_at"]
+    # What the run cost the machine, for benches and capacity planning.
+    assert 0 < manifest["resources"]["cpu_s"] < 120
+    assert 50 < manifest["resources"]["peak_rss_mb"] < 4000
 
 
 def test_no_secret_is_written_even_when_a_key_is_set(

@@ -411,3 +411,49 @@ def test_items_in_flight_past_the_grace_period_are_cancelled_unfinished() -> Non
     result = asyncio.run(main())
 
     assert (result.counts.total, result.unfinished) == (0, 6)
+
+
+def test_a_generator_is_drawn_only_as_items_start_and_results_need_not_be_kept() -> None:
+    """A dataset of any size streams through: items are read as slots free up, never ahead."""
+    drawn = 0
+    most_ahead = 0
+    finished = 0
+
+    def items() -> Any:
+        nonlocal drawn
+        for index in range(200):
+            drawn += 1
+            yield {"id": f"doc-{index}", "input": f"Document {index} says the harbour opened."}
+
+    def on_item_complete(result: ItemResult) -> None:
+        nonlocal finished, most_ahead
+        finished += 1
+        most_ahead = max(most_ahead, drawn - finished)
+
+    result = asyncio.run(
+        run_evals(
+            target=first_sentence,
+            scorers=[scorer_answering(False), ConstantScorer("length", 0.25)],
+            data=items(),
+            on_item_complete=on_item_complete,
+            max_items_in_flight=4,
+            keep_results=False,
+        )
+    )
+
+    assert finished == 200
+    assert most_ahead <= 4  # never more drawn than in flight
+    assert result.items == ()
+    assert result.counts.total == 200
+    assert result.counts.scored == 200
+    assert result.means == {"summarization-scorer": 0.5, "length": 0.25}
+    assert result.unfinished == 0
+
+
+def test_a_bad_item_in_a_generator_is_named_when_reached() -> None:
+    def items() -> Any:
+        yield {"id": "fine", "input": "Document one says the harbour opened."}
+        yield {"id": "broken", "text": "no input field"}
+
+    with pytest.raises(InputError, match=r"data item 1: no 'input'"):
+        asyncio.run(run_evals(target=first_sentence, scorers=[scorer_answering(True)], data=items()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -20,7 +21,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,7 +40,7 @@ from summeval_runner import __version__
 from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
 from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
-from summeval_runner._io._datasets import FieldMap, Item, load_dataset
+from summeval_runner._io._datasets import DatasetError, FieldMap, Item, iter_dataset
 from summeval_runner._io._manifest import config_differences, redact, scrub, write_manifest
 from summeval_runner._io._shards import Shard
 from summeval_runner._io._tables import (
@@ -76,7 +77,8 @@ MANIFEST = "manifest.json"
 class Plan:
     """Everything a run needs, built and checked before the first judge call."""
 
-    items: list[Item]
+    read_items: Callable[[], Iterator[Item]]
+    dataset_items: int
     dataset_path: Path
     dataset_sha256: str
     target: Callable[[Any], Any] | None
@@ -85,14 +87,11 @@ class Plan:
     scorer: SummarizationScorer
     variant: str
     shard: Shard | None
+    # The items this run scores: all of the dataset's, or its shard's.
+    selected_items: int
 
-    @property
-    def shard_items(self) -> list[Item]:
-        """The items this run scores: all of them, or those of its shard."""
-        if self.shard is None:
-            return self.items
-        shard = self.shard
-        return [item for item in self.items if shard.holds(item.id)]
+    def holds(self, item: Item) -> bool:
+        return self.shard is None or self.shard.holds(item.id)
 
 
 def _require(condition: bool, message: str) -> None:
@@ -237,7 +236,8 @@ def plan(cfg: DictConfig) -> Plan:
             "pick one with target=<name>, or name the output field"
         )
     path = _dataset_path(cfg.dataset.path)
-    items = load_dataset(
+    read_items = functools.partial(
+        iter_dataset,
         path,
         FieldMap(
             input=fields.input,
@@ -250,7 +250,27 @@ def plan(cfg: DictConfig) -> Plan:
         limit=cfg.dataset.limit,
     )
     shard = Shard.parse(cfg.runner.shard) if cfg.runner.shard is not None else None
-    return Plan(items, path, _sha256(path), target, limited, cache, scorer, _variant(cfg), shard)
+    # Every row is read and checked here, before any judge call, but none is kept: the run
+    # reads the file again as it goes, so a dataset of any size runs in flat memory.
+    total = selected = 0
+    for item in read_items():
+        total += 1
+        selected += shard is None or shard.holds(item.id)
+    if not total:
+        raise DatasetError(f"{path}: the dataset has no rows")
+    return Plan(
+        read_items,
+        total,
+        path,
+        _sha256(path),
+        target,
+        limited,
+        cache,
+        scorer,
+        _variant(cfg),
+        shard,
+        selected,
+    )
 
 
 class _TableSink:
@@ -262,7 +282,7 @@ class _TableSink:
         run_id: str,
         variant: str,
         scorer: SummarizationScorer,
-        positions: Mapping[str, int],
+        positions: dict[str, int],
     ) -> None:
         self.writer = writer
         self.run_id = run_id
@@ -292,7 +312,7 @@ class _TableSink:
             )
             for name, table_rows in rows.items():
                 merged[name].extend(table_rows)
-        self.writer.write(self.positions[result.item_id], result.item_id, merged)
+        self.writer.write(self.positions.pop(result.item_id), result.item_id, merged)
 
 
 class _Interrupts:
@@ -350,7 +370,8 @@ class _Interrupts:
 
 async def _execute(
     job: Plan,
-    items: list[Item],
+    items: Iterator[Item],
+    total: int,
     sink: _TableSink,
     runner: DictConfig,
     interrupts: _Interrupts,
@@ -362,6 +383,10 @@ async def _execute(
             target=job.target,
             scorers=[job.scorer],
             data=items,
+            total=total,
+            # Each item's rows are in the journal as soon as it completes; keeping every result
+            # in memory too would grow with the dataset.
+            keep_results=False,
             on_item_complete=sink,
             max_items_in_flight=runner.max_items_in_flight,
             max_target_calls_in_flight=runner.max_target_calls_in_flight,
@@ -447,6 +472,7 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     """One run: plan, execute, write the tables and the manifest, print a summary."""
     started_at = datetime.now(timezone.utc)
     clock = time.perf_counter()
+    cpu_clock = time.process_time()
     try:
         run_dir, previous = _previous_run(cfg)
         job = plan(cfg)
@@ -460,8 +486,16 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     finished = journaled_statuses(run_dir) if previous is not None else {}
     kept = {item_id for item_id, status in finished.items() if status != "error"}
     # Items that ended in error are tried again on resume: most errors are transient.
-    selected = job.shard_items
-    todo = [item for item in selected if item.id not in kept]
+    # Dataset positions of the items drawn and not yet finished (the journal records them).
+    positions: dict[str, int] = {}
+
+    def todo() -> Iterator[Item]:
+        for position, item in enumerate(job.read_items()):
+            if job.holds(item) and item.id not in kept:
+                positions[item.id] = position
+                yield item
+
+    todo_count = job.selected_items - len(kept)
     run_id = str(previous["run_id"]) if previous else uuid.uuid4().hex[:12]
     variant = str(previous["variant"]) if previous else job.variant
     resumptions = list(previous.get("resumptions", [])) if previous else []
@@ -470,7 +504,7 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
             {
                 "at": started_at.isoformat(),
                 "items_kept": len(kept),
-                "items_to_score": len(todo),
+                "items_to_score": todo_count,
                 "overrides": list(HydraConfig.get().overrides.task),
             }
         )
@@ -489,11 +523,11 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
         "overrides": previous["overrides"] if previous else list(HydraConfig.get().overrides.task),
         "dataset": {
             "path": str(job.dataset_path),
-            "items": len(job.items),
+            "items": job.dataset_items,
             "sha256": job.dataset_sha256,
         },
         "shard": (
-            {"index": job.shard.index, "count": job.shard.count, "items": len(selected)}
+            {"index": job.shard.index, "count": job.shard.count, "items": job.selected_items}
             if job.shard
             else None
         ),
@@ -501,11 +535,10 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     }
     # Written first, so that a run killed at any moment can be resumed: it holds the config.
     write_manifest(run_dir / MANIFEST, manifest)
-    positions = {item.id: position for position, item in enumerate(job.items)}
     sink = _TableSink(writer, run_id, variant, job.scorer, positions)
     aborted: str | None = None
     try:
-        asyncio.run(_execute(job, todo, sink, cfg.runner, interrupts))
+        asyncio.run(_execute(job, todo(), todo_count, sink, cfg.runner, interrupts))
     except JudgeAuthError as error:
         aborted = scrub(str(error))
     finally:
@@ -515,7 +548,7 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
     duration = time.perf_counter() - clock
     totals, mean = score_totals(tables["aggregates"], job.scorer.id)
     counts = RunCounts(**totals)
-    unfinished = len(selected) - counts.total
+    unfinished = job.selected_items - counts.total
     error_rate = counts.errors / counts.total if counts.total else 0.0
     if aborted is not None:
         status, exit_code = "aborted", EXIT_FAILED
@@ -547,15 +580,20 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
             },
         },
         "tokens": token_totals(tables["items"]),
+        "resources": {
+            # This part of the run only, not a resumed run's earlier parts.
+            "cpu_s": round(time.process_time() - cpu_clock, 3),
+            "peak_rss_mb": _peak_rss_mb(),
+        },
         "tables": {name: path.name for name, path in tables.items()},
     }
     write_manifest(run_dir / MANIFEST, manifest)
     if job.shard is not None:
-        print(f"shard {job.shard}: {len(selected)} of the dataset's {len(job.items)} items")
+        print(f"shard {job.shard}: {job.selected_items} of the dataset's {job.dataset_items} items")
     print_summary(run_dir, tables["aggregates"], duration, counts, aborted)
     if status == "interrupted":
         print(
-            f"summeval-run: interrupted: {unfinished} of {len(selected)} items unfinished; "
+            f"summeval-run: interrupted: {unfinished} of {job.selected_items} items unfinished; "
             f"the finished ones are in {run_dir}. To resume:\n  {_resume_command(run_dir)}",
             file=sys.stderr,
         )
@@ -566,6 +604,17 @@ def run_job(cfg: DictConfig, interrupts: _Interrupts) -> int:
             file=sys.stderr,
         )
     return exit_code
+
+
+def _peak_rss_mb() -> float | None:
+    """The process's peak resident memory so far, in MB (None where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux counts kilobytes, macOS bytes.
+    return round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)
 
 
 def print_summary(

@@ -144,15 +144,28 @@ def load_dataset(
     path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
 ) -> list[Item]:
     """Read and validate every row; raise ``DatasetError`` at the first problem found."""
+    items = list(iter_dataset(path, fields, format=format, limit=limit))
+    if not items:
+        raise DatasetError(f"{path}: the dataset has no rows")
+    return items
+
+
+def iter_dataset(
+    path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
+) -> Iterator[Item]:
+    """The dataset's items one at a time, read and checked as they are drawn.
+
+    Holds one row at a time (and the ids seen, to refuse duplicates), so a dataset of any size
+    streams through in flat memory. The same file always gives the same items and ids.
+    """
     if not path.is_file():
         raise DatasetError(f"dataset.path: no such file: {path}")
     if limit is not None and limit < 1:
         raise DatasetError(f"dataset.limit must be >= 1 or null, got {limit}")
     kind = detect_format(path, format)
-    items: list[Item] = []
     ids = IdAllocator(" (dataset.fields.id)")
     has_ids: bool | None = None
-    for number, row in _rows(path, kind):
+    for count, (number, row) in enumerate(_rows(path, kind), 1):
         where = f"{path} row {number}"
         if not isinstance(row, Mapping):
             raise DatasetError(
@@ -196,17 +209,12 @@ def load_dataset(
                 f"{where}: field {fields.id!r} (dataset.fields.id) must be a string or an integer, "
                 f"got {_describe(raw_id)}"
             )
-        items.append(
-            Item(
-                id=ids.assign(raw_id, value, where=where, position=f"row {number}"),
-                input=value,
-                output=output,
-                ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,
-                metadata={name: row.get(name) for name in fields.metadata},
-            )
+        yield Item(
+            id=ids.assign(raw_id, value, where=where, position=f"row {number}"),
+            input=value,
+            output=output,
+            ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,
+            metadata={name: row.get(name) for name in fields.metadata},
         )
-        if limit is not None and len(items) >= limit:
+        if limit is not None and count >= limit:
             break
-    if not items:
-        raise DatasetError(f"{path}: the dataset has no rows")
-    return items

@@ -19,7 +19,7 @@ class ProgressReporter:
 
     def __init__(
         self,
-        total: int,
+        total: int | None,
         *,
         stream: TextIO | None = None,
         details: Callable[[], str] | None = None,
@@ -52,7 +52,8 @@ class ProgressReporter:
         now = time.monotonic()
         if self._done == self._total or now - self._last_line >= self._interval_s:
             self._last_line = now
-            self._stream.write(f"progress: {self._done}/{self._total} items, {self._figures()}\n")
+            done = f"{self._done}/{self._total}" if self._total is not None else str(self._done)
+            self._stream.write(f"progress: {done} items, {self._figures()}\n")
             self._stream.flush()
 
     def _figures(self) -> str:

@@ -96,29 +96,33 @@ def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
     return ErrorInfo(type=type(error).__name__, message=str(error) or repr(error), step=step)
 
 
-def _as_items(data: Iterable[Mapping[str, Any] | Item], has_target: bool) -> list[Item]:
-    items: list[Item] = []
+def _as_item(raw: Mapping[str, Any] | Item, index: int, ids: IdAllocator, has_target: bool) -> Item:
+    where = f"data item {index}"
+    if isinstance(raw, Item):
+        item = replace(raw, id=ids.assign(raw.id, raw.input, where=where, position=where))
+    elif isinstance(raw, Mapping):
+        if "input" not in raw:
+            raise InputError(f"{where}: no 'input'; got keys {sorted(map(str, raw))}")
+        item = Item(
+            id=ids.assign(raw.get("id"), raw["input"], where=where, position=where),
+            input=raw["input"],
+            output=raw.get("output"),
+            ground_truth=raw.get("ground_truth"),
+            metadata=dict(raw.get("metadata") or {}),
+        )
+    else:
+        raise InputError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    if not has_target and item.output is None:
+        raise InputError(f"{where}: no 'output', and no target to produce one")
+    return item
+
+
+def _as_items(data: Iterable[Mapping[str, Any] | Item], has_target: bool) -> Iterable[Item]:
+    """A sequence is checked whole before any work; other iterables item by item as drawn."""
     ids = IdAllocator()
-    for index, raw in enumerate(data):
-        where = f"data item {index}"
-        if isinstance(raw, Item):
-            item = replace(raw, id=ids.assign(raw.id, raw.input, where=where, position=where))
-        elif isinstance(raw, Mapping):
-            if "input" not in raw:
-                raise InputError(f"{where}: no 'input'; got keys {sorted(map(str, raw))}")
-            item = Item(
-                id=ids.assign(raw.get("id"), raw["input"], where=where, position=where),
-                input=raw["input"],
-                output=raw.get("output"),
-                ground_truth=raw.get("ground_truth"),
-                metadata=dict(raw.get("metadata") or {}),
-            )
-        else:
-            raise InputError(f"{where}: expected a mapping, got {type(raw).__name__}")
-        if not has_target and item.output is None:
-            raise InputError(f"{where}: no 'output', and no target to produce one")
-        items.append(item)
-    return items
+    if isinstance(data, Sequence):
+        return [_as_item(raw, index, ids, has_target) for index, raw in enumerate(data)]
+    return (_as_item(raw, index, ids, has_target) for index, raw in enumerate(data))
 
 
 def _is_async_callable(target: Callable[..., Any]) -> bool:
@@ -148,8 +152,10 @@ class _Batch:
         max_target_calls_in_flight: int,
         reporter: ProgressReporter | None,
         item_timeout_s: float | None,
+        keep_results: bool,
     ) -> None:
         self.scorers = scorers
+        self.keep_results = keep_results
         self.item_timeout_s = item_timeout_s
         self.ids = ids
         self.target = target
@@ -157,11 +163,17 @@ class _Batch:
         self.reporter = reporter
         self.item_slots = asyncio.Semaphore(max_items_in_flight)
         self.target_slots = asyncio.Semaphore(max_target_calls_in_flight)
+        # Finished items' results, when kept; counts and score sums always.
         self.done: list[tuple[int, ItemResult]] = []
+        self.finished = 0
+        self.drawn = 0
+        self.statuses = {"scored": 0, "unscorable": 0, "error": 0}
+        # Scored values per scorer, for the means (floats only: a few MB for 100,000 items).
+        self.scores: dict[str, list[float]] = {scorer_id: [] for scorer_id in ids}
         self.hook_errors = 0
         self.fatal: list[JudgeAuthError] = []
 
-    async def run(self, items: Sequence[Item], stop: asyncio.Event | None, grace_s: float) -> None:
+    async def run(self, items: Iterable[Item], stop: asyncio.Event | None, grace_s: float) -> None:
         """Launch items as slots free up (never all at once), then wait for those in flight.
 
         When ``stop`` is set, no further item starts; those in flight get ``grace_s`` seconds
@@ -170,14 +182,23 @@ class _Batch:
         tasks: set[asyncio.Task[None]] = set()
         watcher = asyncio.create_task(self._cancel_after_stop(stop, grace_s, tasks))
         try:
-            for position, item in enumerate(items):
-                await self.item_slots.acquire()
-                if self.fatal or (stop is not None and stop.is_set()):
-                    self.item_slots.release()
-                    break
-                task = asyncio.create_task(self.process(position, item))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+            # Items are drawn only as slots free up: an iterator (a dataset read as it goes) is
+            # never read ahead of the work, so memory stays flat however long it is.
+            try:
+                for position, item in enumerate(items):
+                    await self.item_slots.acquire()
+                    if self.fatal or (stop is not None and stop.is_set()):
+                        self.item_slots.release()
+                        break
+                    self.drawn += 1
+                    task = asyncio.create_task(self.process(position, item))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+            except Exception:
+                # Drawing the next item failed (a bad row): those started finish (and reach
+                # the hooks) before the error is raised.
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             watcher.cancel()
@@ -209,7 +230,7 @@ class _Batch:
             return
         finally:
             self.item_slots.release()
-        self.done.append((position, result))
+        self.record(position, result)
         for hook in self.hooks:
             try:
                 returned = hook(result)
@@ -221,6 +242,16 @@ class _Batch:
         if self.reporter is not None:
             first = result.results.get(self.ids[0])
             self.reporter.update(score=scored_number(first), error=result.status == "error")
+
+    def record(self, position: int, result: ItemResult) -> None:
+        self.finished += 1
+        self.statuses[result.status] += 1
+        for scorer_id, scores in self.scores.items():
+            score = scored_number(result.results.get(scorer_id))
+            if score is not None:
+                scores.append(score)
+        if self.keep_results:
+            self.done.append((position, result))
 
     def timed_out(self, item: Item) -> ItemResult:
         error = ErrorInfo(
@@ -309,6 +340,8 @@ async def run_evals(
     item_timeout_s: float | None = None,
     stop: asyncio.Event | None = None,
     shutdown_grace_s: float = 30.0,
+    keep_results: bool = True,
+    total: int | None = None,
 ) -> EvalRunResult:
     """Run ``target`` on each item's input (or take the item's ``output``), score it, report it.
 
@@ -323,6 +356,12 @@ async def run_evals(
     handler) starts no further item and gives those in flight ``shutdown_grace_s`` seconds to
     finish; the rest are counted in ``unfinished``. ``progress_details`` adds figures (the
     judge's request rate, retries, limits) to the progress display.
+
+    ``data`` as a list (any sequence) is checked whole before any work. Any other iterable (a
+    generator reading a large dataset) is drawn only as items start, so memory stays flat; an
+    invalid item then raises ``InputError`` when it is reached, and ``total`` sizes the progress
+    bar. ``keep_results=False`` keeps no ``ItemResult`` (``EvalRunResult.items`` is empty;
+    means and counts are still computed): for runs whose hooks store each item as it completes.
     """
     ids = _scorer_ids(scorers)
     if max_items_in_flight < 1:
@@ -330,6 +369,8 @@ async def run_evals(
     if item_timeout_s is not None and item_timeout_s <= 0:
         raise ConfigError(f"item_timeout_s must be > 0 or None, got {item_timeout_s}")
     items = _as_items(data, has_target=target is not None)
+    if isinstance(items, list):
+        total = len(items)
     if on_item_complete is None:
         hooks: list[Hook] = []
     elif callable(on_item_complete):
@@ -343,30 +384,29 @@ async def run_evals(
         hooks=hooks,
         max_items_in_flight=max_items_in_flight,
         max_target_calls_in_flight=max_target_calls_in_flight or max_items_in_flight,
-        reporter=ProgressReporter(len(items), details=progress_details) if progress else None,
+        reporter=ProgressReporter(total, details=progress_details) if progress else None,
         item_timeout_s=item_timeout_s,
+        keep_results=keep_results,
     )
     await batch.run(items, stop, shutdown_grace_s)
     if batch.fatal:
         raise batch.fatal[0]
     ordered = tuple(result for _, result in sorted(batch.done, key=lambda pair: pair[0]))
     return EvalRunResult(
-        means={scorer_id: _mean(ordered, scorer_id) for scorer_id in ids},
+        means={
+            scorer_id: statistics.fmean(scores) if scores else None
+            for scorer_id, scores in batch.scores.items()
+        },
         counts=RunCounts(
-            total=len(ordered),
-            scored=sum(r.status == "scored" for r in ordered),
-            unscorable=sum(r.status == "unscorable" for r in ordered),
-            errors=sum(r.status == "error" for r in ordered),
+            total=batch.finished,
+            scored=batch.statuses["scored"],
+            unscorable=batch.statuses["unscorable"],
+            errors=batch.statuses["error"],
         ),
         items=ordered,
         hook_errors=batch.hook_errors,
-        unfinished=len(items) - len(ordered),
+        unfinished=(total if total is not None else batch.drawn) - batch.finished,
     )
-
-
-def _mean(items: Sequence[ItemResult], scorer_id: str) -> float | None:
-    scores = [s for item in items if (s := scored_number(item.results.get(scorer_id))) is not None]
-    return statistics.fmean(scores) if scores else None
 
 
 def run_evals_sync(**kwargs: Any) -> EvalRunResult:
