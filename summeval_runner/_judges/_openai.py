@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import re
@@ -99,6 +100,10 @@ class OpenAIChat:
                 base_url=self.base_url,
                 timeout=self._timeout_s,
                 max_retries=self._max_retries,
+                # The SDK's aiohttp transport: httpx's connection pool probes every idle
+                # connection's socket each time a request starts or ends, which at 100 requests
+                # in flight costs more CPU than the rest of a request together.
+                http_client=openai.DefaultAioHttpClient(timeout=self._timeout_s),
             )
             self._clients[loop] = client
         return client
@@ -116,15 +121,17 @@ class OpenAIChat:
         """
         client = self._client()
         try:
-            completion = await client.chat.completions.create(**params)
+            # The SDK's generic POST (its documented way to send any request), not
+            # chat.completions.create: create() first walks every parameter through the SDK's
+            # type transforms (the JSON schema and the messages included) and then builds a
+            # ChatCompletion model from the reply, which together cost about as much CPU as the
+            # HTTP exchange itself. The request, retries, errors and headers are the SDK's.
+            completion = await client.post(
+                "/chat/completions", content=json.dumps(params).encode(), cast_to=object
+            )
         except openai.APIError as error:
             raise _translate(error, str(client.base_url)) from error
-        if not completion.choices:
-            return "", _usage(completion.usage)
-        message = completion.choices[0].message
-        # A refusal is not JSON; validation then re-asks and finally keeps it as the raw reply.
-        content = message.content or getattr(message, "refusal", None) or ""
-        return content, _usage(completion.usage)
+        return _reply_of(completion)
 
 
 class OpenAIJudge:
@@ -181,9 +188,17 @@ class OpenAIJudge:
                     size=size,
                     limit=limit,
                 )
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        if self.config.response_format == "json_object" and messages:
+            # No schema travels with the request then: the prompt must carry the shape.
+            schema = json.dumps(request.json_schema, separators=(",", ":"))
+            messages[0]["content"] += (
+                f"\n\nReply with one JSON object and nothing else, matching this JSON schema: "
+                f"{schema}"
+            )
         params: dict[str, Any] = {
             "model": self.config.name,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": messages,
             "temperature": self.config.temperature,
             "response_format": self._response_format(request),
         }
@@ -193,13 +208,29 @@ class OpenAIJudge:
         return JudgeReply(content=content, usage=usage)
 
 
-def _usage(usage: Any) -> TokenUsage:
-    if usage is None:
-        return TokenUsage()
-    return TokenUsage(
-        input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-    )
+def _reply_of(completion: Any) -> tuple[str, TokenUsage]:
+    """The reply's text and token usage from a Chat Completions response body.
+
+    A body of another shape gives an empty reply, which validation then re-asks and finally
+    reports with the raw reply; a refusal (not JSON) likewise.
+    """
+    if not isinstance(completion, Mapping):
+        return "", TokenUsage()
+    usage = completion.get("usage")
+    tokens = TokenUsage()
+    if isinstance(usage, Mapping):
+        tokens = TokenUsage(
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+        )
+    choices = completion.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return "", tokens
+    message = choices[0].get("message")
+    if not isinstance(message, Mapping):
+        return "", tokens
+    content = message.get("content") or message.get("refusal") or ""
+    return (content if isinstance(content, str) else str(content)), tokens
 
 
 def estimate_tokens(texts: Sequence[str] | Any) -> int:
