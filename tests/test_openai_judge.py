@@ -16,7 +16,7 @@ from summeval_runner import (
     create_summarization_scorer,
 )
 from summeval_runner._judges._protocol import (
-    AnalyzeStepResult,
+    AnalyzeReply,
     ReasonStepResult,
     strict_json_schema,
 )
@@ -59,7 +59,8 @@ def test_an_evaluation_is_three_requests_each_with_its_strict_schema(
     assert [r.step for r in chat_server.requests] == ["preprocess", "analyze", "reason"]
     expected = {
         "preprocess": strict_json_schema(PreprocessStepResult),
-        "analyze": strict_json_schema(AnalyzeStepResult),
+        # The judge answers by position: the questions are not echoed back (tokens).
+        "analyze": strict_json_schema(AnalyzeReply),
         "reason": strict_json_schema(ReasonStepResult),
     }
     for request in chat_server.requests:
@@ -73,11 +74,20 @@ def test_an_evaluation_is_three_requests_each_with_its_strict_schema(
         assert response_format["type"] == "json_schema"
         assert response_format["json_schema"]["strict"] is True
         assert response_format["json_schema"]["schema"] == expected[request.step]
+        # Paid for on every request: no descriptions, no $defs, no shape repeated in the prompt.
+        schema_text = json.dumps(response_format["json_schema"]["schema"])
+        assert "description" not in schema_text
+        assert "$defs" not in schema_text
+        assert '"alignment"' not in body["messages"][0]["content"]
     # The server's scripted verdicts: 1 of 2 claims supported, 1 of 3 questions answered.
     assert result.alignment_score == 0.5
     assert result.coverage_score == pytest.approx(1 / 3)
     assert result.score == pytest.approx(1 / 3)
     assert result.reason == "Alignment set the score."
+    # Each verdict is paired with the question it answers.
+    assert result.analyze_step_result is not None
+    asked = result.preprocess_step_result.questions[:3]  # type: ignore[union-attr]
+    assert [v.question for v in result.analyze_step_result.coverage] == list(asked)
     assert result.usage.calls == 3
     assert result.usage.input_tokens > 0
     assert result.judge == "openai/judge-model"

@@ -19,44 +19,33 @@ from summeval_runner._judges._protocol import (
     ReasonInput,
 )
 
-PROMPT_VERSION = "summarization-2026-11-30"
+PROMPT_VERSION = "summarization-2026-11-30b"
 
+# Every word here is sent, and paid for, on every request of every evaluation: the rules are
+# stated once and plainly. The reply's shape is not repeated here: it travels as the request's
+# JSON schema (or, for servers without json_schema support, the judge appends it).
 PREPROCESS_SYSTEM = """\
-You check summaries against the text they condense. You do two independent tasks.
-
-Task 1, claims. Split the SUMMARY into atomic claims: short statements that each assert one fact \
-the summary makes, in the summary's own words. For each claim decide whether the SOURCE supports \
-it: "supported" is true only if the source states it or it follows directly from the source. A \
-claim with a number, name, date or negation that differs from the source is not supported. Give a \
-one-sentence reason that names the words that decided it.
-
-Task 2, questions. Without looking at the summary, write closed questions about the SOURCE, each \
-answerable "yes" from the source alone, each about one important fact, most important first. \
-Write at most the number of questions the user asks for; fewer if the source has fewer facts. \
-Phrase each so a person can read it on its own, e.g. "Does the text say that ...?".
-
-Reply with one JSON object and nothing else:
-{"alignment": [{"claim": str, "supported": bool, "reason": str}], "questions": [str]}"""
+Check a SUMMARY against its SOURCE, in two independent tasks.
+Task 1, claims: split the SUMMARY into atomic claims (one fact each, in its own words). \
+supported: true only if the SOURCE states it or it follows directly; a number, name, date or \
+negation that differs from the source is unsupported. reason: one short sentence naming the \
+deciding words.
+Task 2, questions: ignoring the summary, ask closed questions about the SOURCE's most important \
+facts, most important first, at most the number asked for; each answerable "yes" from the \
+source alone, readable on its own and at most 12 words ("Did the council approve a 48 million \
+euro budget?")."""
 
 ANALYZE_SYSTEM = """\
-You check what a summary tells its reader. You are given a SUMMARY and numbered QUESTIONS. \
-Answer each question using only the summary: "answered" is true only if the summary itself \
-states the fact the question asks about. Do not use outside knowledge, and do not guess what the \
-original text said. Give a one-sentence reason that names the words of the summary that decided \
-it, or the fact it lacks. Answer every question, in the order given.
-
-Reply with one JSON object and nothing else:
-{"coverage": [{"question": str, "answered": bool, "reason": str}]}"""
+Answer each numbered question in QUESTIONS from the SUMMARY alone. answered: true only if the \
+summary itself states the fact; no outside knowledge, no guessing about the original text. \
+reason: one short sentence naming the summary's deciding words or the missing fact. One verdict \
+per question, in order."""
 
 REASON_SYSTEM = """\
-You explain a summary's score to the person who wrote the summarizer. You are given the score, \
-its two dimensions (alignment: share of the summary's claims the source supports; coverage: share \
-of the source's key questions the summary answers) and the verdicts that lowered them. In one or \
-two sentences, name the dimension that set the score (the lower one), give both dimension \
-scores, and cite the unsupported claims or unanswered questions that matter most.
-
-Reply with one JSON object and nothing else:
-{"reason": str}"""
+In one or two sentences, tell the summarizer's author why the summary got its score: name the \
+dimension that set it (the lower of alignment, the share of claims the source supports, and \
+coverage, the share of the source's key questions the summary answers), give both, and cite \
+the unsupported claims or unanswered questions that matter most."""
 
 REASK_INSTRUCTION = (
     "Your previous reply could not be used. Reply again with only the JSON object described in the "
@@ -83,16 +72,14 @@ def reason_messages(payload: ReasonInput) -> tuple[PromptMessage, ...]:
     facts = {
         "score": payload.score,
         "scale": payload.scale,
-        "alignment": round(payload.alignment_score, 4),
-        "coverage": round(payload.coverage_score, 4),
+        "alignment": round(payload.alignment_score, 3),
+        "coverage": round(payload.coverage_score, 3),
         "claims": payload.claim_count,
         "questions": payload.question_count,
-        "unsupported_claims": [
-            {"claim": v.claim, "reason": v.reason} for v in payload.unsupported_claims
-        ],
+        "unsupported_claims": [v.claim for v in payload.unsupported_claims],
         "unanswered_questions": list(payload.unanswered_questions),
     }
-    user = json.dumps(facts, ensure_ascii=False, indent=1)
+    user = json.dumps(facts, ensure_ascii=False, separators=(",", ":"))
     return (PromptMessage("system", REASON_SYSTEM), PromptMessage("user", user))
 
 

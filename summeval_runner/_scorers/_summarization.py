@@ -23,12 +23,14 @@ from summeval_runner._errors import (
 from summeval_runner._judges._protocol import (
     STEP_OUTPUTS,
     AnalyzeInput,
+    AnalyzeReply,
     AnalyzeStepResult,
     Judge,
     JudgeRequest,
     PreprocessInput,
     PreprocessStepResult,
     PromptMessage,
+    QuestionVerdict,
     ReasonInput,
     ReasonStepResult,
     Step,
@@ -203,7 +205,13 @@ class SummarizationScorer:
                 meter,
             )
             asked = preprocess.questions[: self.options.max_questions]
-            analyze = await self._ask(AnalyzeInput(summary, asked), AnalyzeStepResult, meter)
+            answers = await self._ask(AnalyzeInput(summary, asked), AnalyzeReply, meter)
+            analyze = AnalyzeStepResult(
+                coverage=tuple(
+                    QuestionVerdict(question=question, answered=v.answered, reason=v.reason)
+                    for question, v in zip(asked, answers.coverage, strict=False)
+                )
+            )
             alignment = alignment_of(preprocess)
             coverage = coverage_of(preprocess, analyze, self.options.max_questions)
             score = score_of(alignment, coverage, self.options.scale)
