@@ -129,6 +129,7 @@ class LimitedJudge:
         self._rpm = requests_per_minute
         self._rate_share = 1.0
         self._throttler: Throttler | None = None
+        self._throttle_turn = asyncio.Lock()
         if requests_per_minute is not None:
             self._throttler = Throttler(rate_limit=1, period=1.0)
             self._set_rate(1.0)
@@ -206,7 +207,10 @@ class LimitedJudge:
             while (hold := self._hold_until - time.monotonic()) > 0:
                 await asyncio.sleep(hold)
             if self._throttler is not None:
-                await self._throttler.acquire()  # type: ignore[no-untyped-call]
+                # One task at a time polls the throttler (it sleeps and re-checks); the others
+                # wait their turn on the lock without waking, instead of dozens polling at once.
+                async with self._throttle_turn:
+                    await self._throttler.acquire()  # type: ignore[no-untyped-call]
             self.requests_sent += 1
             if self.request_timeout_s is None:
                 return await self.judge.complete(request)
