@@ -1,0 +1,241 @@
+"""A loopback OpenAI-compatible judge for benchmarks: fixed latency, realistic replies, counts.
+
+Runs in its own process (so that its CPU is not the runner's) on asyncio, with HTTP/1.1
+keep-alive: ``python bench/loopback_judge.py --latency 0.2 [--rpm R]`` prints its port on the
+first line of stdout, then serves until stdin closes. ``GET /stats`` returns what it counted:
+TCP connections opened, requests, 429s sent, prompt and completion tokens.
+
+Replies are what a careful judge would write for the request, sized like a real model's: one
+claim per summary sentence with a one-line reason, the questions asked for, a verdict with a
+reason for each question, a two-sentence explanation. Token counts are estimated as a real
+tokenizer counts English text and JSON, at four bytes a token, for prompt and reply alike.
+
+With ``--rpm R`` the server limits requests as providers do: a token bucket refilled at R a
+minute, holding at most one second's worth, so a client faster than R gets 429s with
+``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import sys
+import time
+from typing import Any
+
+
+def tokens(text: str) -> int:
+    return math.ceil(len(text.encode("utf-8")) / 4)
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.connections = 0
+        self.requests = 0
+        self.throttled = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+class Bucket:
+    """R requests a minute, at most one second's worth at once."""
+
+    def __init__(self, rpm: float) -> None:
+        self.rate = rpm / 60.0
+        self.capacity = max(1.0, self.rate)
+        self.level = self.capacity
+        self.at = time.monotonic()
+
+    def take(self) -> float:
+        """0 when a request may pass; else the seconds until one may."""
+        now = time.monotonic()
+        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = now
+        if self.level >= 1.0:
+            self.level -= 1.0
+            return 0.0
+        return (1.0 - self.level) / self.rate
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _step(body: dict[str, Any]) -> str:
+    name = str(body.get("response_format", {}).get("json_schema", {}).get("name", ""))
+    if name:
+        return name.removeprefix("summarization_")
+    system = str(body["messages"][0]["content"])
+    if "QUESTIONS" in system:
+        return "analyze"
+    return "preprocess" if "Task 1, claims" in system else "reason"
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text.split(start, 1)[-1].split(end, 1)[0].strip()
+
+
+def reply_for(body: dict[str, Any]) -> dict[str, Any]:
+    """The judge's reply for the request's step, as a careful model would size it."""
+    user = str(body["messages"][-1]["content"])
+    step = _step(body)
+    if step == "preprocess":
+        summary = _between(user, "<summary>", "</summary>")
+        source = _between(user, "<source>", "</source>")
+        asked = int(re.search(r"at most (\d+) questions", user)[1])  # type: ignore[index]
+        claims = [s for s in _SENTENCE.split(summary) if s.strip()]
+        facts = [s for s in _SENTENCE.split(source) if s.strip()][:asked]
+        return {
+            "alignment": [
+                {
+                    "claim": claim,
+                    "supported": i % 4 != 3,
+                    "reason": "The source states this in its opening paragraph."
+                    if i % 4 != 3
+                    else f"The source gives a different figure: {facts[0][:40]}",
+                }
+                for i, claim in enumerate(claims)
+            ],
+            # At most 12 words, as the prompt asks.
+            "questions": [
+                f"Does it say {' '.join(fact.split()[:9]).rstrip('.').lower()}?" for fact in facts
+            ],
+        }
+    if step == "analyze":
+        questions = [
+            line.split(". ", 1)[1]
+            for line in user.split("QUESTIONS:\n", 1)[1].splitlines()
+            if ". " in line
+        ]
+        return {
+            "coverage": [
+                {
+                    "answered": i % 3 != 2,
+                    "reason": f"The summary {'states' if i % 3 != 2 else 'omits'} that "
+                    f"{' '.join(question.split()[4:9])}",
+                }
+                for i, question in enumerate(questions)
+            ]
+        }
+    return {
+        "reason": "Coverage set the score: the summary answers 7 of 10 questions and 3 of its 4 "
+        "claims are supported. It omits the figures the source gives."
+    }
+
+
+def completion(body: dict[str, Any], content: str) -> dict[str, Any]:
+    prompt = sum(tokens(str(m.get("content", ""))) + 4 for m in body["messages"])
+    schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
+    if schema is not None:
+        prompt += tokens(json.dumps(schema, separators=(",", ":")))
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "bench"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": tokens(content),
+            "total_tokens": prompt + tokens(content),
+        },
+    }
+
+
+class Server:
+    def __init__(self, latency_s: float, rpm: float | None) -> None:
+        self.latency_s = latency_s
+        self.bucket = Bucket(rpm) if rpm else None
+        self.stats = Stats()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.stats.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                headers = {
+                    k.strip().lower(): v.strip()
+                    for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)
+                }
+                raw = await reader.readexactly(int(headers.get("content-length", "0")))
+                status, payload, extra = await self.answer(method, path, raw)
+                data = json.dumps(payload).encode()
+                writer.write(
+                    (
+                        f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+                        f"content-length: {len(data)}\r\n{extra}\r\n"
+                    ).encode()
+                    + data
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def answer(self, method: str, path: str, raw: bytes) -> tuple[str, Any, str]:
+        if method == "GET" and path.endswith("/stats"):
+            return "200 OK", self.stats.as_dict(), ""
+        stats = self.stats
+        now = time.monotonic()
+        stats.first_at = stats.first_at or now
+        stats.last_at = now
+        stats.requests += 1
+        if self.bucket is not None:
+            wait = self.bucket.take()
+            if wait > 0:
+                stats.throttled += 1
+                error = {"error": {"message": "Rate limit reached", "type": "requests"}}
+                return "429 Too Many Requests", error, f"retry-after-ms: {int(wait * 1000) + 1}\r\n"
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        try:
+            body = json.loads(raw)
+            content = json.dumps(reply_for(body))
+            await asyncio.sleep(self.latency_s)
+        finally:
+            stats.in_flight -= 1
+        result = completion(body, content)
+        stats.prompt_tokens += result["usage"]["prompt_tokens"]
+        stats.completion_tokens += result["usage"]["completion_tokens"]
+        return "200 OK", result, ""
+
+
+async def serve(latency_s: float, rpm: float | None) -> None:
+    server = Server(latency_s, rpm)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, backlog=1024)
+    port = listener.sockets[0].getsockname()[1]
+    print(port, flush=True)
+    loop = asyncio.get_running_loop()
+    # Serve until the parent closes our stdin (or dies).
+    await loop.run_in_executor(None, sys.stdin.read)
+    listener.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds per reply")
+    parser.add_argument("--rpm", type=float, default=None, help="429 beyond this many a minute")
+    args = parser.parse_args()
+    asyncio.run(serve(args.latency, args.rpm))
+
+
+if __name__ == "__main__":
+    main()
