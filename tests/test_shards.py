@@ -17,6 +17,7 @@ from hydra.core.global_hydra import GlobalHydra
 from summeval_runner import InputError, merge_runs
 from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError
+from summeval_runner._io._compare import history
 from summeval_runner._io._shards import Shard, shard_of
 from tests.chat_server import ChatServer
 from tests.test_app import ROOT, SAMPLE_ITEMS, SECRET, run_app
@@ -160,6 +161,16 @@ def test_two_shards_merged_equal_the_run_made_on_one_machine(
     # The sweep merged its shards itself and compared the merged run.
     assert_same_tables(runs["sweep"] / "merged" / "default", runs["one"])
     assert (runs["sweep"] / "comparison.parquet").exists()
+
+
+def test_history_counts_a_merged_run_once_and_never_its_shards(runs: dict[str, Path]) -> None:
+    trend, same = history(runs["one"].parent)
+
+    listed = {run.path for run in same}
+    assert runs["shard0"] not in listed
+    assert runs["shard1"] not in listed
+    assert {runs["one"], runs["sweep"] / "merged" / "default"} <= listed
+    assert set(trend["n"]) == {SAMPLE_ITEMS}
 
 
 def test_a_missing_shard_is_refused_unless_allowed(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -268,14 +268,16 @@ def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
 
 
 def find_runs(folder: Path) -> list[Run]:
-    """Every finished run under ``folder`` (a directory with a manifest and items table)."""
+    """Every finished run under ``folder`` (a directory with a manifest and items table), shards
+    left out."""
     runs = []
     for manifest in sorted(folder.rglob("manifest.json")):
         try:
             run = load_run(manifest.parent)
         except (InputError, OSError, ValueError):
             continue
-        if run.manifest.get("status") == "completed":
+        # A shard holds part of a run's items: its merged run stands for it.
+        if run.manifest.get("status") == "completed" and not run.manifest.get("shard"):
             runs.append(run)
     return runs
 
