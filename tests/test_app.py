@@ -228,6 +228,9 @@ def test_the_openai_judge_end_to_end_within_a_request_rate(
 
     assert completed.returncode == 0, completed.stderr
     assert len(chat_server.requests) == 24
+    # No line per request from the HTTP client, on the terminal or in the run's log.
+    log = (tmp_path / "openai" / "summeval-run.log").read_text(encoding="utf-8")
+    assert "HTTP Request" not in completed.stdout + completed.stderr + log
     # The first request also carries the client's start-up, so it can arrive late and land next
     # to the second; the pacing shows from the second request on.
     arrivals = sorted(request.arrived for request in chat_server.requests)[1:]
