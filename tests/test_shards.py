@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -195,6 +196,25 @@ def test_a_missing_shard_is_refused_unless_allowed(runs: dict[str, Path], tmp_pa
     assert recorded["status"] == "partial"
     assert recorded["missing"]["shards"] == ["1/2"]  # type: ignore[index]
     assert recorded["missing"]["items"] == SAMPLE_ITEMS - shard0_items  # type: ignore[index]
+
+
+def test_a_shard_still_running_or_with_unfinished_items_is_refused(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    shard = tmp_path / "shard1"
+    shutil.copytree(runs["shard1"], shard)
+    recorded = manifest(shard)
+
+    for status, unfinished, message in [
+        ("running", 0, r"has not finished \(status running\).*runner\.resume="),
+        ("interrupted", 2, r"2 unfinished items in shards 1/2 \(2\).*--allow-missing"),
+    ]:
+        (shard / "manifest.json").write_text(
+            json.dumps(recorded | {"status": status, "unfinished": unfinished})
+        )
+        with pytest.raises(InputError, match=message):
+            merge_runs([runs["shard0"], shard], tmp_path / "merged")
+        assert not (tmp_path / "merged").exists()
 
 
 def test_overlapping_shards_are_refused(runs: dict[str, Path], tmp_path: Path) -> None:
