@@ -14,7 +14,7 @@ items and C requests in flight. It prints per scenario:
 - the run's peak RSS, and the runner's CPU time per item and per judge request (the run's
   process CPU time from its manifest: everything but the judge's latency).
 
-    python bench/throughput.py                  # every scenario but scale (about 3 minutes)
+    python bench/throughput.py                  # every scenario but scale (about 4 minutes)
     python bench/throughput.py --only c20 cached
     python bench/throughput.py --only scale     # 100,000 items with the offline judge
 

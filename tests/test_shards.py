@@ -296,8 +296,7 @@ def test_joblib_reuses_worker_processes_job_after_job(
         "target.k=1",
         "target.k=3",
     }
-    for line in (SECRET,):
-        assert all(line not in p.read_text() for p in sweep.rglob("*.json"))
+    assert all(SECRET not in path.read_text() for path in sweep.rglob("*.json"))
 
 
 def test_a_failed_job_under_joblib_fails_the_command(tmp_path: Path) -> None:

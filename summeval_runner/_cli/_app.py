@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import platform
 import re
@@ -39,9 +38,16 @@ from omegaconf import DictConfig, OmegaConf
 from summeval_runner import __version__
 from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
 from summeval_runner._cli._config import register_configs
-from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
+from summeval_runner._errors import ConfigError, InputError, JudgeAuthError, SummevalError
 from summeval_runner._io._datasets import DatasetError, FieldMap, Item, iter_dataset
-from summeval_runner._io._manifest import config_differences, redact, scrub, write_manifest
+from summeval_runner._io._manifest import (
+    MANIFEST,
+    config_differences,
+    read_manifest,
+    redact,
+    scrub,
+    write_manifest,
+)
 from summeval_runner._io._shards import Shard
 from summeval_runner._io._tables import (
     JOURNAL,
@@ -70,7 +76,6 @@ from summeval_runner._scorers._summarization import SummarizationScorer, create_
 # The checkout this package runs from: bundled data paths fall back to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,6 @@ def _check_runner(runner: DictConfig) -> None:
     _require(grace >= 0, f"runner.shutdown_grace_s must be >= 0, got {grace}")
     rate = runner.max_error_rate
     _require(0 <= rate <= 1, f"runner.max_error_rate must be between 0 and 1, got {rate}")
-    if runner.shard is not None:
-        Shard.parse(runner.shard)
     _require(
         runner.cache in CACHE_MODES,
         f"runner.cache must be one of {', '.join(CACHE_MODES)}, got {runner.cache!r}",
@@ -204,6 +207,7 @@ def _judge_settings(cfg: DictConfig) -> dict[str, Any]:
 def plan(cfg: DictConfig) -> Plan:
     """Check the config and the data and build the run's parts; raise ``SummevalError`` if bad."""
     _check_runner(cfg.runner)
+    shard = Shard.parse(cfg.runner.shard) if cfg.runner.shard is not None else None
     try:
         judge = resolve_judge(_judge_settings(cfg))
     except ConfigError as error:
@@ -249,7 +253,6 @@ def plan(cfg: DictConfig) -> Plan:
         format=cfg.dataset.format,
         limit=cfg.dataset.limit,
     )
-    shard = Shard.parse(cfg.runner.shard) if cfg.runner.shard is not None else None
     # Every row is read and checked here, before any judge call, but none is kept: the run
     # reads the file again as it goes, so a dataset of any size runs in flat memory.
     total = selected = 0
@@ -417,14 +420,10 @@ def _previous_run(cfg: DictConfig) -> tuple[Path, dict[str, Any] | None]:
             )
         return run_dir, None
     run_dir = Path(to_absolute_path(cfg.runner.resume))
-    manifest_path = run_dir / MANIFEST
-    if not manifest_path.exists():
-        raise ConfigError(f"runner.resume: {run_dir} is not a run directory (it has no {MANIFEST})")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ConfigError(f"runner.resume: {manifest_path} cannot be read: {error}") from None
-    return run_dir, manifest
+        return run_dir, read_manifest(run_dir)
+    except InputError as error:
+        raise ConfigError(f"runner.resume: {error}") from None
 
 
 def _check_resumable(cfg: DictConfig, job: Plan, previous: Mapping[str, Any]) -> None:

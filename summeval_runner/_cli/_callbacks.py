@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections import defaultdict
@@ -15,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from summeval_runner._cli._config import path_safe
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._compare import compare_loaded, load_runs
+from summeval_runner._io._manifest import MANIFEST, read_manifest
 from summeval_runner._io._merge import merge_runs
 from summeval_runner._io._report import render_report
 
@@ -36,7 +36,7 @@ def _job_number(run_dir: Path) -> int:
 
 def _shard_group(run_dir: Path) -> tuple[str, ...] | None:
     """The job's overrides without its shard, for a shard's run; ``None`` for any other run."""
-    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(run_dir)
     if not manifest.get("shard"):
         return None
     overrides = manifest.get("overrides") or []
@@ -113,7 +113,7 @@ class CompareSweep(Callback):
         run_dirs = sorted(
             (
                 manifest.parent
-                for manifest in sweep_dir.rglob("manifest.json")
+                for manifest in sweep_dir.rglob(MANIFEST)
                 if MERGED not in manifest.relative_to(sweep_dir).parts
             ),
             key=lambda run_dir: (_job_number(run_dir), str(run_dir)),

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from summeval_runner._cli._app import print_summary
 from summeval_runner._errors import SummevalError
-from summeval_runner._io._merge import SCORER_ID, merge_runs
-from summeval_runner._io._tables import score_totals
+from summeval_runner._io._merge import merge_runs
 from summeval_runner._runner._run import RunCounts
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -51,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             "of the dataset are in no merged shard",
             file=sys.stderr,
         )
-    totals, _ = score_totals(merged.tables["aggregates"], SCORER_ID)
-    counts = RunCounts(**totals)
+    counts = RunCounts(**merged.counts)
     print_summary(merged.run_dir, merged.tables["aggregates"], None, counts, None)
     return EXIT_OK
 

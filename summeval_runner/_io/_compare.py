@@ -19,10 +19,12 @@ import numpy as np
 import pandas as pd
 
 from summeval_runner._errors import InputError
+from summeval_runner._io._manifest import MANIFEST, read_manifest
 from summeval_runner._io._tables import mean_interval
+from summeval_runner._scorers._summarization import SummarizationScorer
 
 DIMENSIONS = {"score": "score", "alignment": "alignment_score", "coverage": "coverage_score"}
-SCORER_ID = "summarization-scorer"
+SCORER_ID = SummarizationScorer.id
 _WORST_ITEMS = 5
 COMPARISON_COLUMNS = [
     "variant",
@@ -84,12 +86,12 @@ def labelled(runs: list[Run]) -> list[Run]:
 def load_run(path: Path | str) -> Run:
     """Read a run directory's manifest and ``items.parquet``; ``InputError`` if it is not one."""
     path = Path(path)
-    manifest_path, items_path = path / "manifest.json", path / "items.parquet"
-    if not manifest_path.exists() or not items_path.exists():
+    items_path = path / "items.parquet"
+    if not (path / MANIFEST).exists() or not items_path.exists():
         raise InputError(
-            f"{path} is not a finished run directory: it needs manifest.json and items.parquet"
+            f"{path} is not a finished run directory: it needs {MANIFEST} and items.parquet"
         )
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_manifest(path)
     items = pd.read_parquet(items_path)
     items = items[items["scorer_id"] == SCORER_ID].set_index("item_id", drop=False)
     return Run(
@@ -271,7 +273,7 @@ def find_runs(folder: Path) -> list[Run]:
     """Every finished run under ``folder`` (a directory with a manifest and items table), shards
     left out."""
     runs = []
-    for manifest in sorted(folder.rglob("manifest.json")):
+    for manifest in sorted(folder.rglob(MANIFEST)):
         try:
             run = load_run(manifest.parent)
         except (InputError, OSError, ValueError):

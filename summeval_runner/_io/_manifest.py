@@ -9,7 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from summeval_runner._errors import InputError
+
 REDACTED = "***"
+MANIFEST = "manifest.json"
 # Keys whose values are secrets. "api_key_env" names a variable and is kept: it is not the key.
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.IGNORECASE)
 _SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
@@ -76,6 +79,18 @@ def config_differences(
                 where = f"{section}.{key}" if key else section
                 differences.append(f"{where} was {old.get(key)!r}, now {new.get(key)!r}")
     return differences
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """A run directory's manifest; ``InputError`` naming the directory if it has none."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        raise InputError(f"{run_dir} is not a run directory (it has no {MANIFEST})")
+    try:
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise InputError(f"{path} cannot be read: {error}") from None
+    return manifest
 
 
 def write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:

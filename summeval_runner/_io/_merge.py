@@ -20,18 +20,22 @@ from pathlib import Path
 from typing import Any
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._manifest import config_differences, write_manifest
+from summeval_runner._io._compare import SCORER_ID
+from summeval_runner._io._manifest import (
+    MANIFEST,
+    config_differences,
+    read_manifest,
+    write_manifest,
+)
 from summeval_runner._io._shards import Shard
 from summeval_runner._io._tables import (
     JOURNAL,
     RunWriter,
-    journaled_statuses,
+    journaled_ids,
     score_totals,
     token_totals,
 )
 
-MANIFEST = "manifest.json"
-SCORER_ID = "summarization-scorer"
 # Manifest fields that must agree for shards to be parts of one run.
 _SAME = ("variant", "prompt_version")
 
@@ -59,10 +63,15 @@ class MergedRun:
     shard_count: int
     shards: tuple[str, ...]
     missing_shards: tuple[str, ...]
-    items: int
+    # Item counts: total, scored, unscorable, errors.
+    counts: dict[str, int]
     # Items of the dataset in no shard given (missing shards, unfinished items).
     missing_items: int
     tables: dict[str, Path]
+
+    @property
+    def items(self) -> int:
+        return self.counts["total"]
 
     @property
     def complete(self) -> bool:
@@ -70,13 +79,7 @@ class MergedRun:
 
 
 def _read_shard(path: Path) -> ShardRun:
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        raise InputError(f"{path} is not a run directory: it has no {MANIFEST}")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise InputError(f"{manifest_path} cannot be read: {error}") from None
+    manifest = read_manifest(path)
     shard = Shard.from_manifest(manifest.get("shard"))
     if shard is None:
         raise InputError(
@@ -91,7 +94,7 @@ def _read_shard(path: Path) -> ShardRun:
         )
     if not (path / JOURNAL).is_file():
         raise InputError(f"{path} (shard {shard}) has no {JOURNAL}: copy the whole run directory")
-    return ShardRun(path, shard, manifest, frozenset(journaled_statuses(path)))
+    return ShardRun(path, shard, manifest, journaled_ids(path))
 
 
 def _check_same_run(runs: list[ShardRun]) -> None:
@@ -198,32 +201,24 @@ def merge_runs(
         tables = writer.finish()
         totals, mean = score_totals(tables["aggregates"], SCORER_ID)
         expected = int((runs[0].manifest.get("dataset") or {}).get("items") or 0)
-        summary = _Summary(run_id, missing, unfinished, max(expected - totals["total"], 0))
-        _write_manifest(building, runs, summary, totals, mean, tables)
+        merged = MergedRun(
+            run_dir=out,
+            run_id=run_id,
+            shard_count=count,
+            shards=tuple(str(run.shard) for run in runs),
+            missing_shards=missing,
+            counts=totals,
+            missing_items=max(expected - totals["total"], 0),
+            tables={name: out / path.name for name, path in tables.items()},
+        )
+        _write_manifest(building, runs, merged, unfinished, mean)
         if out.exists():
             out.rmdir()  # checked empty above
         os.replace(building, out)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
-    return MergedRun(
-        run_dir=out,
-        run_id=run_id,
-        shard_count=count,
-        shards=tuple(str(run.shard) for run in runs),
-        missing_shards=missing,
-        items=totals["total"],
-        missing_items=summary.missing_items,
-        tables={name: out / path.name for name, path in tables.items()},
-    )
-
-
-@dataclass(frozen=True)
-class _Summary:
-    run_id: str
-    missing_shards: tuple[str, ...]
-    unfinished: int
-    missing_items: int
+    return merged
 
 
 def _replay(run: ShardRun, writer: RunWriter, run_id: str) -> None:
@@ -256,12 +251,7 @@ def _sum(runs: list[ShardRun], *path: str) -> int:
 
 
 def _write_manifest(
-    out: Path,
-    runs: list[ShardRun],
-    summary: _Summary,
-    totals: dict[str, int],
-    mean: float | None,
-    tables: dict[str, Path],
+    building: Path, runs: list[ShardRun], merged: MergedRun, unfinished: int, mean: float | None
 ) -> None:
     first = runs[0].manifest
     config = json.loads(json.dumps(first.get("config") or {}))
@@ -269,11 +259,10 @@ def _write_manifest(
     started = min(str(run.manifest.get("started_at") or "") for run in runs)
     finished = max(str(run.manifest.get("finished_at") or "") for run in runs)
     judge = first.get("judge") or {}
-    complete = not summary.missing_shards and not summary.missing_items
     manifest = {
-        "run_id": summary.run_id,
+        "run_id": merged.run_id,
         "variant": first.get("variant"),
-        "status": "completed" if complete else "partial",
+        "status": "completed" if merged.complete else "partial",
         "started_at": started,
         "finished_at": finished,
         "merged_at": datetime.now(timezone.utc).isoformat(),
@@ -295,14 +284,14 @@ def _write_manifest(
             for run in runs
         ],
         "missing": {
-            "shards": list(summary.missing_shards),
-            "items": summary.missing_items,
-            "unfinished_in_shards": summary.unfinished,
+            "shards": list(merged.missing_shards),
+            "items": merged.missing_items,
+            "unfinished_in_shards": unfinished,
         },
         # Work summed over the shards, which ran side by side: not the merged run's wall time.
         "duration_s": round(sum(float(r.manifest.get("duration_s") or 0.0) for r in runs), 3),
-        "counts": totals,
-        "unfinished": summary.missing_items,
+        "counts": merged.counts,
+        "unfinished": merged.missing_items,
         "means": {SCORER_ID: mean},
         "judge": {
             "name": judge.get("name"),
@@ -314,7 +303,7 @@ def _write_manifest(
                 "stored": _sum(runs, "judge", "cache", "stored"),
             },
         },
-        "tokens": token_totals(tables["items"]),
-        "tables": {name: path.name for name, path in tables.items()},
+        "tokens": token_totals(building / merged.tables["items"].name),
+        "tables": {name: path.name for name, path in merged.tables.items()},
     }
-    write_manifest(out / MANIFEST, manifest)
+    write_manifest(building / MANIFEST, manifest)

@@ -398,8 +398,18 @@ def _partial(path: Path) -> Path:
     return path.with_name(f".{path.name}.partial")
 
 
+def journaled_ids(run_dir: Path) -> frozenset[str]:
+    """The ids of the items in a run's journal, read from each line's head only."""
+    return frozenset(_latest_entries(run_dir / JOURNAL))
+
+
 def _journal_index(journal: Path) -> list[int]:
     """Byte offsets of the lines to compact: the last entry of each item, in dataset order."""
+    return [offset for _, offset in sorted(_latest_entries(journal).values())]
+
+
+def _latest_entries(journal: Path) -> dict[str, tuple[int, int]]:
+    """Each journaled item's id: the dataset position and byte offset of its last entry."""
     latest: dict[str, tuple[int, int]] = {}
     offset = 0
     with journal.open("rb") as lines:
@@ -414,7 +424,7 @@ def _journal_index(journal: Path) -> list[int]:
                 position, item_id = entry["position"], entry["item_id"]
             latest[item_id] = (position, offset)
             offset += len(line)
-    return [offset for _, offset in sorted(latest.values())]
+    return latest
 
 
 def _batches(journal: Path) -> Iterator[dict[str, list[dict[str, Any]]]]:

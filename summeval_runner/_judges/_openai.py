@@ -103,7 +103,7 @@ class OpenAIChat:
                 # The SDK's aiohttp transport: httpx's connection pool probes every idle
                 # connection's socket each time a request starts or ends, which at 100 requests
                 # in flight costs more CPU than the rest of a request together.
-                http_client=openai.DefaultAioHttpClient(timeout=self._timeout_s),
+                http_client=openai.DefaultAioHttpClient(),
             )
             self._clients[loop] = client
         return client
