@@ -1,0 +1,167 @@
+"""How far can word overlap rank summaries by relevance? Coverage variants side by side.
+
+The offline judge's coverage is a share of yes/no answers found by word overlap. This script
+measures, on the same rows as ``judge_quality.py``, the summary-level Spearman correlation with
+``relevance`` (and with the mean of ``consistency`` and ``relevance``, which the score is compared
+with) of the overlap measures one could build instead: other thresholds, question counts and
+question choices, no threshold at all, weighted term recall, the lead. It also prints what
+knowing which system wrote each summary would reach (each summary given its system's mean human
+rating), when the file has ``system_id``.
+
+    python bench/coverage_ceiling.py ../shared/data/summeval_dev.jsonl
+
+It judges nothing: it reads the texts with the offline judge's own tokeniser and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from judge_quality import spearman, summary_level
+
+from summeval_runner import create_summarization_scorer
+from summeval_runner._judges._text import Analysed, analyse, split_claims, split_sentences
+
+Row = dict[str, object]
+
+
+def questions(
+    sentences: list[Analysed], limit: int, lead_bias: float, centrality: bool
+) -> list[Analysed]:
+    """The judge's choice of question sentences, with its two knobs exposed."""
+    frequency = Counter(key for s in sentences for key in s.keys)
+    scored = []
+    seen: set[frozenset[str]] = set()
+    for index, sentence in enumerate(sentences):
+        if len(sentence.keys) < 4 or sentence.keys in seen:
+            continue
+        seen.add(sentence.keys)
+        weight = 1.0
+        if centrality:
+            weight = sum(math.log1p(frequency[k]) for k in sentence.keys) / math.sqrt(
+                len(sentence.keys)
+            )
+        scored.append((weight / (1 + lead_bias * index), index, sentence))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [sentence for _, _, sentence in scored[:limit]]
+
+
+def share_answered(
+    asked: list[Analysed], summary: frozenset[str], threshold: float | None
+) -> float:
+    recalls = [len(q.keys & summary) / len(q.keys) for q in asked]
+    if not recalls:
+        return 0.0
+    if threshold is None:
+        return statistics.fmean(recalls)
+    return statistics.fmean(r >= threshold for r in recalls)
+
+
+def weighted_recall(sentences: list[Analysed], summary: frozenset[str]) -> float:
+    """Share of the source's terms in the summary, each weighted by how often the source uses
+    it and how early it first appears."""
+    frequency = Counter(key for s in sentences for key in s.keys)
+    weight: dict[str, float] = {}
+    for index, sentence in enumerate(sentences):
+        for key in sentence.keys:
+            weight.setdefault(key, math.log1p(frequency[key]) / (1 + 0.15 * index))
+    total = sum(weight.values())
+    return sum(w for k, w in weight.items() if k in summary) / total if total else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", type=Path, help="JSONL with doc_id, source, summary, ratings")
+    args = parser.parse_args()
+    rows: list[Row] = [
+        json.loads(line) for line in args.data.read_text("utf-8").splitlines() if line
+    ]
+
+    sources: dict[str, list[Analysed]] = {}
+    clauses: dict[str, list[Analysed]] = {}
+    for row in rows:
+        source = str(row["source"])
+        if source not in sources:
+            sources[source] = [analyse(s) for s in split_sentences(source)]
+            clauses[source] = [analyse(c) for c in split_claims(source)]
+    summaries = [analyse(str(row["summary"])).keys for row in rows]
+
+    def variant(pick: Callable[[str], list[Analysed]], threshold: float | None) -> list[float]:
+        chosen: dict[str, list[Analysed]] = {}
+        values = []
+        for row, summary in zip(rows, summaries, strict=True):
+            source = str(row["source"])
+            if source not in chosen:
+                chosen[source] = pick(source)
+            values.append(share_answered(chosen[source], summary, threshold))
+        return values
+
+    scorer = create_summarization_scorer("offline")
+    judged = [
+        float(scorer.run_sync(input=row["source"], output=row["summary"]).coverage_score or 0.0)
+        for row in rows
+    ]
+    measures: dict[str, Sequence[float]] = {
+        "the offline judge's coverage (10 questions, half their words)": judged,
+    }
+    for threshold in (None, 0.3, 0.7):
+        label = "no threshold (mean share)" if threshold is None else f"threshold {threshold}"
+        measures[f"judge's questions, {label}"] = variant(
+            lambda s: questions(sources[s], 10, 0.15, True), threshold
+        )
+    for limit in (5, 20):
+        measures[f"{limit} questions"] = variant(
+            lambda s, n=limit: questions(sources[s], n, 0.15, True), 0.5
+        )
+    measures["questions by position only (lead)"] = variant(
+        lambda s: questions(sources[s], 10, 1.0, False), 0.5
+    )
+    measures["questions by centrality only"] = variant(
+        lambda s: questions(sources[s], 10, 0.0, True), 0.5
+    )
+    measures["questions from clauses"] = variant(
+        lambda s: questions(clauses[s], 10, 0.15, True), 0.5
+    )
+    measures["weighted term recall (no questions)"] = [
+        weighted_recall(sources[str(row["source"])], summary)
+        for row, summary in zip(rows, summaries, strict=True)
+    ]
+    measures["summary length in words"] = [len(str(row["summary"]).split()) for row in rows]
+    if all("system_id" in row for row in rows):
+        by_system: dict[str, list[float]] = defaultdict(list)
+        for row in rows:
+            by_system[str(row["system_id"])].append(float(row["relevance"]))  # type: ignore[arg-type]
+        means = {system: statistics.fmean(v) for system, v in by_system.items()}
+        measures["reference: its system's mean human relevance"] = [
+            means[str(row["system_id"])] for row in rows
+        ]
+
+    def correlation(values: Sequence[float], human: Callable[[Row], float]) -> float:
+        groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for row, value in zip(rows, values, strict=True):
+            groups[str(row["doc_id"])].append((value, human(row)))
+        return summary_level(groups, spearman)[0]
+
+    def relevance(row: Row) -> float:
+        return float(row["relevance"])  # type: ignore[arg-type]
+
+    def mean_rating(row: Row) -> float:
+        return (float(row["relevance"]) + float(row["consistency"])) / 2  # type: ignore[arg-type]
+
+    print(f"{len(rows)} summaries ({args.data}); summary-level Spearman")
+    print(f"{'measure':<64} {'relevance':>9} {'mean':>6}")
+    for name, values in measures.items():
+        print(
+            f"{name:<64} {correlation(values, relevance):>9.3f} "
+            f"{correlation(values, mean_rating):>6.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
