@@ -311,3 +311,20 @@ def test_a_change_of_tense_keeps_a_claim_supported() -> None:
 
     assert unsupported(score(source, summary)) == {}
     assert unsupported(score(source, "A man stole a bus in Leeds.")) != {}
+
+
+def test_a_stuttered_word_is_not_a_statement_of_the_source() -> None:
+    source = (
+        "The two-stage Falcon rocket landed on the drone ship in January. "
+        "The crew said the landing was a first."
+    )
+
+    stuttered = "the two-stage rocket rocket landed on the ship ."
+
+    (reason,) = unsupported(score(source, stuttered)).values()
+
+    assert reason == "the claim says 'rocket rocket', which the source does not"
+    assert unsupported(score(source, "the two-stage rocket landed on the ship .")) == {}
+    # A word the source itself doubles is the source's own.
+    doubled = "Fans chanted 'bye bye' as the rocket landed."
+    assert unsupported(score(doubled, "fans chanted bye bye as the rocket landed .")) == {}

@@ -3,8 +3,9 @@
 - preprocess: each summary sentence, or each clause of a compound one, is a claim, supported
   when the few source sentences that best cover it hold most of its content terms, every number
   and name in it appears in the source, its neighbouring words stand together there, no name is
-  put in another's role, and the source agrees with it on negation (read per phrase). Questions
-  are the source's most salient sentences, asked as "Does the text say that ...?".
+  put in another's role, it does not stutter ("age age"), and the source agrees with it on
+  negation (read per phrase). Questions are the source's most salient sentences, asked as "Does
+  the text say that ...?".
 - analyze: a question is answered when the summary holds most of the question's content terms.
   The step receives ``AnalyzeInput``, which has no source: the verdict can only come from the
   summary.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +29,7 @@ from summeval_runner._judges._protocol import (
     ReasonInput,
 )
 from summeval_runner._judges._text import (
+    STOP_WORDS,
     Analysed,
     Term,
     analyse,
@@ -51,6 +54,8 @@ _LEAD_BIAS = 0.15
 _ANSWER_RECALL = 0.5
 # Source sentences with fewer content terms make poor questions ("Read more.").
 _MIN_QUESTION_TERMS = 4
+# Words as written, for reading the claim's own word sequence (stop words included).
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _CAPITALISED_OPENERS = frozenset(
     "a an the in on at for this that these those it its he she they we his her their there as"
     " after before when while but and".split()
@@ -104,6 +109,8 @@ def _judge_claim(
     recall = 1 - len({t.key for t in claim.terms if t.key not in evidence}) / len(claim.keys)
     if recall < _SUPPORT_RECALL:
         verdict["reason"] = f"the source does not say this: it lacks {quote(missing)}"
+    elif (stutter := _stutter(claim, support)) is not None:
+        verdict["reason"] = stutter
     elif (apart := _pairs_apart(claim, support)) is not None:
         verdict["reason"] = apart
     elif conflict := _negation_conflict(claim, best):
@@ -132,6 +139,18 @@ def _supporting_sentences(claim: Analysed, sentences: list[Analysed]) -> list[An
         chosen.append(best)
         uncovered -= best.keys
     return chosen
+
+
+def _stutter(claim: Analysed, sentences: list[Analysed]) -> str | None:
+    """A content word said twice in a row ("at an early age age"), which no supporting sentence
+    says so: a generation error, and the claim it garbles is not one the source makes."""
+    words = _WORD.findall(claim.text.lower())
+    for word, following in itertools.pairwise(words):
+        if word == following and word not in STOP_WORDS and not word[0].isdigit():
+            doubled = f"{word} {word}"
+            if not any(doubled in " ".join(_WORD.findall(s.text.lower())) for s in sentences):
+                return f"the claim says '{doubled}', which the source does not"
+    return None
 
 
 def _pairs_apart(claim: Analysed, sentences: list[Analysed]) -> str | None:
