@@ -6,7 +6,8 @@ measures, on the same rows as ``judge_quality.py``, the summary-level Spearman c
 with) of the overlap measures one could build instead: other thresholds, question counts and
 question choices, no threshold at all, weighted term recall, the lead. It also prints what
 knowing which system wrote each summary would reach (each summary given its system's mean human
-rating), when the file has ``system_id``.
+rating), when the file has ``system_id``, and how well people's own coherence and consistency
+ratings rank relevance, when it has them.
 
     python bench/coverage_ceiling.py ../shared/data/summeval_dev.jsonl
 
@@ -141,6 +142,12 @@ def main() -> None:
         measures["reference: its system's mean human relevance"] = [
             means[str(row["system_id"])] for row in rows
         ]
+    for rating in ("coherence", "consistency"):
+        if all(rating in row for row in rows):
+            measures[f"reference: people's own {rating} rating"] = [
+                float(row[rating])  # type: ignore[arg-type]
+                for row in rows
+            ]
 
     def correlation(values: Sequence[float], human: Callable[[Row], float]) -> float:
         groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
