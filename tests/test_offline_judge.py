@@ -269,6 +269,17 @@ def test_lower_cased_tokenised_system_output_reads_like_the_source() -> None:
     )
 
 
+def test_treebank_brackets_in_system_output_are_read_as_brackets() -> None:
+    # Systems trained on Penn Treebank-tokenised text write "(" and ")" as "-lrb-" and "-rrb-".
+    summary = "the council approved a budget of 1,200 million euros -lrb- on tuesday -rrb- ."
+
+    assert unsupported(score(COUNCIL, summary)) == {}
+    (reason,) = unsupported(
+        score(COUNCIL, "-lrb- cnn -rrb- the council approved a budget .")
+    ).values()
+    assert reason == "the source does not say this: it lacks 'cnn'"
+
+
 @pytest.mark.parametrize(
     ("source", "summary"),
     [

@@ -86,6 +86,9 @@ _VERB_BASE = {
     # a form that is also a common word of its own keeps its own meaning.
     if form not in {"lay", "saw", "left", "found", "lit", "ground", "bound", "rose", "fell"}
 }
+# System output tokenised the Penn Treebank way writes brackets as words: "-lrb- cnn -rrb-".
+_PTB_BRACKET = re.compile(r"-(lrb|rrb|lsb|rsb|lcb|rcb)-", re.IGNORECASE)
+_BRACKETS = {"lrb": "(", "rrb": ")", "lsb": "[", "rsb": "]", "lcb": "{", "rcb": "}"}
 _CLITICS = frozenset({"s", "", "m", "ll", "re", "ve", "d"})
 _STEMMER = snowballstemmer.stemmer("english")
 _ASCII_WORD = re.compile(r"[a-z]+")
@@ -170,6 +173,8 @@ def split_claims(text: str) -> list[str]:
 
 def analyse(text: str) -> Analysed:
     """Content terms of ``text``: stop words dropped, numbers and capitalised names marked."""
+    # Read Penn Treebank bracket tokens as the brackets they stand for, at the same offsets.
+    scanned = _PTB_BRACKET.sub(lambda m: _BRACKETS[m.group(1).lower()].ljust(5), text)
     terms: list[Term] = []
     negated = False
     negated_keys: set[str] = set()
@@ -177,14 +182,14 @@ def analyse(text: str) -> Analysed:
     scope = 0
     at_sentence_start = True
     previous_end = 0
-    for match in _TOKEN.finditer(text):
+    for match in _TOKEN.finditer(scanned):
         surface = match.group(0)
         lower = surface.lower().replace("\u2019", "'")
         start = match.start()
-        if _PHRASE_BREAK.search(text, previous_end, start):
+        if _PHRASE_BREAK.search(scanned, previous_end, start):
             scope = 0
         previous_end = match.end()
-        preceding = text[max(0, start - 2) : start]
+        preceding = scanned[max(0, start - 2) : start]
         sentence_start = at_sentence_start or bool(re.search(r"[.!?:\n]\s*$", preceding))
         at_sentence_start = False
         if lower in NEGATIONS or lower.endswith("n't"):
