@@ -269,6 +269,19 @@ def test_lower_cased_tokenised_system_output_reads_like_the_source() -> None:
     )
 
 
+@pytest.mark.parametrize(("invented", "stated"), [("Friday", "Tuesday"), ("friday", "tuesday")])
+def test_an_invented_day_is_unsupported_however_the_summary_is_cased(
+    invented: str, stated: str
+) -> None:
+    summary = "the council approved a budget of 1,200 million euros on {} ."
+
+    wrong = summary.format(invented)
+    assert unsupported(score(COUNCIL, wrong)) == {
+        wrong: f"the source does not mention '{invented}'"
+    }
+    assert unsupported(score(COUNCIL, summary.format(stated))) == {}
+
+
 def test_treebank_brackets_in_system_output_are_read_as_brackets() -> None:
     # Systems trained on Penn Treebank-tokenised text write "(" and ")" as "-lrb-" and "-rrb-".
     summary = "the council approved a budget of 1,200 million euros -lrb- on tuesday -rrb- ."

@@ -94,7 +94,9 @@ def _judge_claim(
 ) -> dict[str, Any]:
     verdict = {"claim": claim.text, "supported": False, "reason": ""}
     invented = [
-        t.surface for t in claim.terms if (t.is_number or t.is_name) and t.key not in source_keys
+        t.surface
+        for t in claim.terms
+        if (t.is_number or t.is_name or t.is_date) and t.key not in source_keys
     ]
     if invented:
         verdict["reason"] = f"the source does not mention {quote(invented)}"

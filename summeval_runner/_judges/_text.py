@@ -44,6 +44,11 @@ NUMBER_WORDS = {
         " fifteen sixteen seventeen eighteen nineteen twenty".split()
     )
 } | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "dozen": "12"}
+# Days and months ("may" and "march" are also common words, and stay words).
+_DATE_NAMES = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february april june july"
+    " august september october november december".split()
+)
 # Content words a negation governs: its head ("not rise", "nothing wrong", "never encountered");
 # words further on are too often another phrase's in run-on news text. And what ends a phrase.
 _NEGATION_SCOPE = 1
@@ -132,6 +137,7 @@ class Term:
     key: str
     is_number: bool
     is_name: bool
+    is_date: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,9 +205,12 @@ def analyse(text: str) -> Analysed:
         if lower in STOP_WORDS:
             continue
         is_number = surface[0].isdigit() or lower in NUMBER_WORDS
+        # Days and months are dates however the text is cased: lower-cased system output
+        # ("on friday") must meet the same check as cased text ("on Friday").
+        is_date = lower in _DATE_NAMES
         # A capitalised word inside a sentence is taken as a name; the first word is ambiguous.
-        is_name = not is_number and surface[0].isupper() and not sentence_start
-        term = Term(surface, term_key(lower), is_number, is_name)
+        is_name = not is_number and not is_date and surface[0].isupper() and not sentence_start
+        term = Term(surface, term_key(lower), is_number, is_name, is_date)
         terms.append(term)
         unit = lower.lstrip("0123456789.,") if surface[0].isdigit() else ""
         if unit.isalpha() and unit not in STOP_WORDS:
