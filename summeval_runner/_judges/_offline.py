@@ -1,8 +1,8 @@
 """The offline judge: deterministic lexical verdicts, no network, no key, no model weights.
 
 - preprocess: each summary sentence, or each clause of a compound one, is a claim, supported
-  when the few source sentences that best cover it hold most of its content terms, every number
-  and name in it appears in the source, its neighbouring words stand together there, no name is
+  when the few source sentences that best cover it hold most of its content terms, every number,
+  name and date in it appears in the source, its neighbouring words stand together there, no name is
   put in another's role, it does not stutter ("age age"), and the source agrees with it on
   negation (read per phrase). Questions are the source's most salient sentences, asked as "Does
   the text say that ...?".

@@ -178,7 +178,7 @@ def split_claims(text: str) -> list[str]:
 
 
 def analyse(text: str) -> Analysed:
-    """Content terms of ``text``: stop words dropped, numbers and capitalised names marked."""
+    """Content terms of ``text``: stop words dropped, numbers, dates and names marked."""
     # Read Penn Treebank bracket tokens as the brackets they stand for, at the same offsets.
     scanned = _PTB_BRACKET.sub(lambda m: _BRACKETS[m.group(1).lower()].ljust(5), text)
     terms: list[Term] = []
