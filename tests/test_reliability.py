@@ -254,7 +254,11 @@ def test_the_cache_keys_on_the_judge_and_can_be_turned_off(
     cache_off = len(chat_server.requests) - sent - changed_model
 
     assert changed_model > 0
-    assert cache_off == sent
+    # Every call of both items goes out again, though run "a" cached them all. (Run "a" itself
+    # may send 5 or 6: the two items' reason requests can be identical, and the second is a
+    # cache hit only when the first has been answered by then.)
+    assert sent <= 3 * 2
+    assert cache_off == 3 * 2
 
 
 def test_errors_are_never_cached(tmp_path: Path, chat_server: ChatServer) -> None:
