@@ -7,7 +7,8 @@ with) of the overlap measures one could build instead: other thresholds, questio
 question choices, no threshold at all, weighted term recall, the lead. It also prints what
 knowing which system wrote each summary would reach (each summary given its system's mean human
 rating), when the file has ``system_id``, and how well people's own coherence and consistency
-ratings rank relevance, when it has them.
+ratings rank relevance, when it has them; then, per system, how many places the judge's coverage
+ranks its summaries above or below people's relevance.
 
     python bench/coverage_ceiling.py ../shared/data/summeval_dev.jsonl
 
@@ -24,33 +25,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from judge_quality import spearman, summary_level
+from judge_quality import ranks, spearman, summary_level
 
 from summeval_runner import create_summarization_scorer
+from summeval_runner._judges._offline import salient_sentences
 from summeval_runner._judges._text import Analysed, analyse, split_claims, split_sentences
 
 Row = dict[str, object]
-
-
-def questions(
-    sentences: list[Analysed], limit: int, lead_bias: float, centrality: bool
-) -> list[Analysed]:
-    """The judge's choice of question sentences, with its two knobs exposed."""
-    frequency = Counter(key for s in sentences for key in s.keys)
-    scored = []
-    seen: set[frozenset[str]] = set()
-    for index, sentence in enumerate(sentences):
-        if len(sentence.keys) < 4 or sentence.keys in seen:
-            continue
-        seen.add(sentence.keys)
-        weight = 1.0
-        if centrality:
-            weight = sum(math.log1p(frequency[k]) for k in sentence.keys) / math.sqrt(
-                len(sentence.keys)
-            )
-        scored.append((weight / (1 + lead_bias * index), index, sentence))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    return [sentence for _, _, sentence in scored[:limit]]
 
 
 def share_answered(
@@ -114,21 +95,19 @@ def main() -> None:
     for threshold in (None, 0.3, 0.7):
         label = "no threshold (mean share)" if threshold is None else f"threshold {threshold}"
         measures[f"judge's questions, {label}"] = variant(
-            lambda s: questions(sources[s], 10, 0.15, True), threshold
+            lambda s: salient_sentences(sources[s], 10), threshold
         )
     for limit in (5, 20):
         measures[f"{limit} questions"] = variant(
-            lambda s, n=limit: questions(sources[s], n, 0.15, True), 0.5
+            lambda s, n=limit: salient_sentences(sources[s], n), 0.5
         )
     measures["questions by position only (lead)"] = variant(
-        lambda s: questions(sources[s], 10, 1.0, False), 0.5
+        lambda s: [sentence for sentence in sources[s] if len(sentence.keys) >= 4][:10], 0.5
     )
     measures["questions by centrality only"] = variant(
-        lambda s: questions(sources[s], 10, 0.0, True), 0.5
+        lambda s: salient_sentences(sources[s], 10, lead_bias=0.0), 0.5
     )
-    measures["questions from clauses"] = variant(
-        lambda s: questions(clauses[s], 10, 0.15, True), 0.5
-    )
+    measures["questions from clauses"] = variant(lambda s: salient_sentences(clauses[s], 10), 0.5)
     measures["weighted term recall (no questions)"] = [
         weighted_recall(sources[str(row["source"])], summary)
         for row, summary in zip(rows, summaries, strict=True)
@@ -168,6 +147,29 @@ def main() -> None:
             f"{name:<64} {correlation(values, relevance):>9.3f} "
             f"{correlation(values, mean_rating):>6.3f}"
         )
+    if all("system_id" in row for row in rows):
+        print_rank_errors(rows, judged)
+
+
+def print_rank_errors(rows: list[Row], coverage: Sequence[float]) -> None:
+    """Per system, how many places (of an article's summaries) the judge's coverage ranks its
+    summaries above (+) or below (-) people's relevance, on average over the articles."""
+    by_article: dict[str, list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        by_article[str(row["doc_id"])].append(index)
+    errors: dict[str, list[float]] = defaultdict(list)
+    for indexes in by_article.values():
+        # ranks() counts from the lowest value; a higher rank is a better place.
+        judged = ranks([coverage[i] for i in indexes])
+        human = ranks([float(rows[i]["relevance"]) for i in indexes])  # type: ignore[arg-type]
+        for i, mine, theirs in zip(indexes, judged, human, strict=True):
+            errors[str(rows[i]["system_id"])].append(mine - theirs)
+    means = {system: statistics.fmean(values) for system, values in errors.items()}
+    print("coverage's rank minus people's, per system (mean over articles; + ranked too high):")
+    print(
+        "  "
+        + ", ".join(f"{system} {means[system]:+.2f}" for system in sorted(means, key=means.get))
+    )
 
 
 if __name__ == "__main__":

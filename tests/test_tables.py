@@ -51,12 +51,17 @@ def test_a_secret_quoted_in_an_error_never_reaches_disk(
     )
 
 
-def test_a_journal_line_cut_short_by_a_crash_is_ignored(tmp_path: Path) -> None:
-    writer = RunWriter(tmp_path)
+def journal_cut_short_after_a(run_dir: Path) -> None:
+    """A journal holding item "a", then item "b"'s line cut short, as a crash leaves it."""
+    writer = RunWriter(run_dir)
     writer.write(0, "a", rows("a", Scored(0.5)))
     writer.close()
-    with (tmp_path / "journal.jsonl").open("a", encoding="utf-8") as journal:
+    with (run_dir / "journal.jsonl").open("a", encoding="utf-8") as journal:
         journal.write('{"position": 1, "item_id": "b", "items": [{"run_id": "r1", "item')
+
+
+def test_a_journal_line_cut_short_by_a_crash_is_ignored(tmp_path: Path) -> None:
+    journal_cut_short_after_a(tmp_path)
 
     RunWriter(tmp_path).finish()
 
@@ -64,11 +69,7 @@ def test_a_journal_line_cut_short_by_a_crash_is_ignored(tmp_path: Path) -> None:
 
 
 def test_a_resumed_journal_drops_the_cut_line_and_appends_whole_lines(tmp_path: Path) -> None:
-    writer = RunWriter(tmp_path)
-    writer.write(0, "a", rows("a", Scored(0.5)))
-    writer.close()
-    with (tmp_path / "journal.jsonl").open("a", encoding="utf-8") as journal:
-        journal.write('{"position": 1, "item_id": "b", "items": [{"run_id": "r1", "item')
+    journal_cut_short_after_a(tmp_path)
 
     resumed = RunWriter(tmp_path, resume=True)
     resumed.write(1, "b", rows("b", Scored(0.25)))

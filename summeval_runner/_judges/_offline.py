@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +36,7 @@ from summeval_runner._judges._text import (
     shorten,
     split_claims,
     split_sentences,
+    words,
 )
 
 QUESTION_PREFIX = "Does the text say that "
@@ -54,8 +54,6 @@ _LEAD_BIAS = 0.15
 _ANSWER_RECALL = 0.5
 # Source sentences with fewer content terms make poor questions ("Read more.").
 _MIN_QUESTION_TERMS = 4
-# Words as written, for reading the claim's own word sequence (stop words included).
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _CAPITALISED_OPENERS = frozenset(
     "a an the in on at for this that these those it its he she they we his her their there as"
     " after before when while but and".split()
@@ -146,12 +144,11 @@ def _supporting_sentences(claim: Analysed, sentences: list[Analysed]) -> list[An
 def _stutter(claim: Analysed, sentences: list[Analysed]) -> str | None:
     """A content word said twice in a row ("at an early age age"), which no supporting sentence
     says so: a generation error, and the claim it garbles is not one the source makes."""
-    words = _WORD.findall(claim.text.lower())
-    for word, following in itertools.pairwise(words):
+    for word, following in itertools.pairwise(words(claim.text)):
         if word == following and word not in STOP_WORDS and not word[0].isdigit():
-            doubled = f"{word} {word}"
-            if not any(doubled in " ".join(_WORD.findall(s.text.lower())) for s in sentences):
-                return f"the claim says '{doubled}', which the source does not"
+            doubled = (word, word)
+            if not any(doubled in itertools.pairwise(words(s.text)) for s in sentences):
+                return f"the claim says '{word} {word}', which the source does not"
     return None
 
 
@@ -243,6 +240,13 @@ def _negation_conflict(claim: Analysed, sentence: Analysed) -> str | None:
 
 
 def _questions(sentences: list[Analysed], limit: int) -> list[str]:
+    return [_as_question(sentence.text) for sentence in salient_sentences(sentences, limit)]
+
+
+def salient_sentences(
+    sentences: list[Analysed], limit: int, lead_bias: float = _LEAD_BIAS
+) -> list[Analysed]:
+    """The ``limit`` sentences the questions are asked about, most salient first."""
     frequency = Counter(key for s in sentences for key in s.keys)
     # A short source may hold only short sentences; they still make questions then.
     minimum = (
@@ -258,9 +262,9 @@ def _questions(sentences: list[Analysed], limit: int) -> list[str]:
         centrality = sum(math.log1p(frequency[k]) for k in sentence.keys) / math.sqrt(
             len(sentence.keys)
         )
-        scored.append((centrality / (1 + _LEAD_BIAS * index), index, sentence))
+        scored.append((centrality / (1 + lead_bias * index), index, sentence))
     scored.sort(key=lambda item: (-item[0], item[1]))
-    return [_as_question(sentence.text) for _, _, sentence in scored[:limit]]
+    return [sentence for _, _, sentence in scored[:limit]]
 
 
 def _as_question(sentence: str) -> str:

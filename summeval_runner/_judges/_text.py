@@ -177,6 +177,11 @@ def split_claims(text: str) -> list[str]:
     ]
 
 
+def words(text: str) -> list[str]:
+    """Every token of ``text``, stop words included, lower-cased, in order."""
+    return [m.group(0).lower().replace("\u2019", "'") for m in _TOKEN.finditer(text)]
+
+
 def analyse(text: str) -> Analysed:
     """Content terms of ``text``: stop words dropped, numbers, dates and names marked."""
     # Read Penn Treebank bracket tokens as the brackets they stand for, at the same offsets.
