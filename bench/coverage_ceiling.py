@@ -8,7 +8,9 @@ question choices, no threshold at all, weighted term recall, the lead. It also p
 knowing which system wrote each summary would reach (each summary given its system's mean human
 rating), when the file has ``system_id``, and how well people's own coherence and consistency
 ratings rank relevance, when it has them; then, per system, how many places the judge's coverage
-ranks its summaries above or below people's relevance.
+ranks its summaries above or below people's relevance. Beside each measure, its gain over the
+judge's coverage against relevance, paired by article, with a 95% interval from resampling the
+articles: a gain whose interval holds 0 is not one these rows can show.
 
     python bench/coverage_ceiling.py ../shared/data/summeval_dev.jsonl
 
@@ -25,7 +27,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from judge_quality import ranks, spearman, summary_level
+from judge_quality import interval, per_article, ranks, spearman
 
 from summeval_runner import create_summarization_scorer
 from summeval_runner._judges._offline import salient_sentences
@@ -128,11 +130,11 @@ def main() -> None:
                 for row in rows
             ]
 
-    def correlation(values: Sequence[float], human: Callable[[Row], float]) -> float:
+    def by_article(values: Sequence[float], human: Callable[[Row], float]) -> dict[str, float]:
         groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for row, value in zip(rows, values, strict=True):
             groups[str(row["doc_id"])].append((value, human(row)))
-        return summary_level(groups, spearman)[0]
+        return per_article(groups, spearman)
 
     def relevance(row: Row) -> float:
         return float(row["relevance"])  # type: ignore[arg-type]
@@ -140,13 +142,23 @@ def main() -> None:
     def mean_rating(row: Row) -> float:
         return (float(row["relevance"]) + float(row["consistency"])) / 2  # type: ignore[arg-type]
 
+    judge_by_article = by_article(judged, relevance)
     print(f"{len(rows)} summaries ({args.data}); summary-level Spearman")
-    print(f"{'measure':<64} {'relevance':>9} {'mean':>6}")
+    print(f"{'measure':<64} {'relevance':>9} {'mean':>6} {'minus the judge (95% interval)':>31}")
     for name, values in measures.items():
-        print(
-            f"{name:<64} {correlation(values, relevance):>9.3f} "
-            f"{correlation(values, mean_rating):>6.3f}"
+        against_relevance = by_article(values, relevance)
+        against_mean = statistics.fmean(by_article(values, mean_rating).values())
+        # Paired by article: the same articles' correlations, so their spread cancels out.
+        shared = judge_by_article.keys() & against_relevance.keys()
+        differences = [against_relevance[a] - judge_by_article[a] for a in sorted(shared)]
+        low, high = interval(differences)
+        gain = statistics.fmean(differences)
+        paired = "" if values is judged else f"{gain:+.3f} ({low:+.3f} to {high:+.3f})"
+        line = (
+            f"{name:<64} {statistics.fmean(against_relevance.values()):>9.3f} {against_mean:>6.3f}"
+            f" {paired:>31}"
         )
+        print(line.rstrip())
     if all("system_id" in row for row in rows):
         print_rank_errors(rows, judged)
 

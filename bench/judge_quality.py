@@ -87,15 +87,15 @@ Correlation = Callable[[Sequence[float], Sequence[float]], float]
 
 def per_article(
     groups: dict[str, list[tuple[float, float]]], correlation: Correlation
-) -> list[float]:
+) -> dict[str, float]:
     """The correlation within each group; groups where either list is constant are skipped."""
-    values = []
-    for pairs in groups.values():
+    values = {}
+    for group, pairs in groups.items():
         metric = [m for m, _ in pairs]
         human = [h for _, h in pairs]
         if len(set(metric)) < 2 or len(set(human)) < 2:
             continue
-        values.append(correlation(metric, human))
+        values[group] = correlation(metric, human)
     return values
 
 
@@ -103,7 +103,7 @@ def summary_level(
     groups: dict[str, list[tuple[float, float]]], correlation: Correlation
 ) -> tuple[float, int]:
     """Mean over groups of the correlation within each; groups with a constant list skipped."""
-    values = per_article(groups, correlation)
+    values = list(per_article(groups, correlation).values())
     return (statistics.fmean(values) if values else float("nan")), len(values)
 
 
@@ -165,7 +165,7 @@ def main() -> None:
             human_all.append(human)
         per_article_rho = per_article(groups, spearman)
         rho, articles = summary_level(groups, spearman)
-        low, high = interval(per_article_rho)
+        low, high = interval(list(per_article_rho.values()))
         tau, _ = summary_level(groups, kendall)
         target = TARGETS[name]
         if not rho >= target:
