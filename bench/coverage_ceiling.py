@@ -148,12 +148,13 @@ def main() -> None:
     for name, values in measures.items():
         against_relevance = by_article(values, relevance)
         against_mean = statistics.fmean(by_article(values, mean_rating).values())
-        # Paired by article: the same articles' correlations, so their spread cancels out.
-        shared = judge_by_article.keys() & against_relevance.keys()
-        differences = [against_relevance[a] - judge_by_article[a] for a in sorted(shared)]
-        low, high = interval(differences)
-        gain = statistics.fmean(differences)
-        paired = "" if values is judged else f"{gain:+.3f} ({low:+.3f} to {high:+.3f})"
+        paired = ""
+        if values is not judged:
+            # Paired by article: the same articles' correlations, so their spread cancels out.
+            shared = sorted(judge_by_article.keys() & against_relevance.keys())
+            differences = [against_relevance[a] - judge_by_article[a] for a in shared]
+            low, high = interval(differences)
+            paired = f"{statistics.fmean(differences):+.3f} ({low:+.3f} to {high:+.3f})"
         line = (
             f"{name:<64} {statistics.fmean(against_relevance.values()):>9.3f} {against_mean:>6.3f}"
             f" {paired:>31}"
