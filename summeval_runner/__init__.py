@@ -17,7 +17,8 @@ from summeval_runner._errors import (
     SummevalError,
 )
 from summeval_runner._io._compare import compare_runs
-from summeval_runner._io._datasets import DatasetError, FieldMap, Item, load_dataset
+from summeval_runner._io._datasets import DatasetError, DatasetFile, FieldMap, Item, load_dataset
+from summeval_runner._io._manifest import Manifest
 from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._report import write_report
 from summeval_runner._judges._fake import FakeJudge
@@ -39,14 +40,10 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._messages import ToolResult, extract_tool_results
-from summeval_runner._runner._run import (
-    EvalRunResult,
-    ItemResult,
-    RunCounts,
-    Scorer,
-    run_evals,
-    run_evals_sync,
-)
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._retry import RetryPolicy
+from summeval_runner._runner._run import EvalRunResult, Scorer, run_evals, run_evals_sync
+from summeval_runner._scorers._outcome import ItemResult, RunCounts
 from summeval_runner._scorers._prompts import PROMPT_VERSION
 from summeval_runner._scorers._result import ErrorInfo, StepUsage, SummarizationResult, Usage
 from summeval_runner._scorers._summarization import (
@@ -65,6 +62,7 @@ __all__ = [
     "ClaimVerdict",
     "ConfigError",
     "DatasetError",
+    "DatasetFile",
     "ErrorInfo",
     "EvalRunResult",
     "FakeJudge",
@@ -79,6 +77,7 @@ __all__ = [
     "JudgeOutputError",
     "JudgeReply",
     "JudgeRequest",
+    "Manifest",
     "MergedRun",
     "MissingAPIKeyError",
     "OfflineJudge",
@@ -90,7 +89,9 @@ __all__ = [
     "QuestionVerdict",
     "ReasonInput",
     "ReasonStepResult",
+    "RetryPolicy",
     "RunCounts",
+    "RunOptions",
     "Scorer",
     "StepUsage",
     "SummarizationMetricOptions",

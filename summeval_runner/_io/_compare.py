@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,11 @@ import numpy as np
 import pandas as pd
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._manifest import MANIFEST, read_manifest
-from summeval_runner._io._tables import mean_interval
+from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
+from summeval_runner._scorers._result import METRICS
 from summeval_runner._scorers._summarization import SummarizationScorer
+from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
 
-DIMENSIONS = {"score": "score", "alignment": "alignment_score", "coverage": "coverage_score"}
 SCORER_ID = SummarizationScorer.id
 _WORST_ITEMS = 5
 COMPARISON_COLUMNS = [
@@ -58,8 +59,8 @@ class Run:
     path: Path
     run_id: str
     variant: str
-    started_at: str
-    manifest: dict[str, Any]
+    started_at: datetime
+    manifest: Manifest
     items: pd.DataFrame  # one row per item of the summarization scorer
 
 
@@ -96,40 +97,12 @@ def load_run(path: Path | str) -> Run:
     items = items[items["scorer_id"] == SCORER_ID].set_index("item_id", drop=False)
     return Run(
         path=path,
-        run_id=str(manifest.get("run_id", "")),
-        variant=str(manifest.get("variant", path.name)),
-        started_at=str(manifest.get("started_at", "")),
+        run_id=manifest.run_id,
+        variant=manifest.variant,
+        started_at=manifest.started_at,
         manifest=manifest,
         items=items,
     )
-
-
-def paired_bootstrap_ci(
-    diffs: np.ndarray, *, resamples: int = 5000, seed: int = 0
-) -> tuple[float, float]:
-    """The 95% percentile interval of the mean difference, resampling items with replacement."""
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(diffs), size=(resamples, len(diffs)))
-    means = diffs[picks].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(low), float(high)
-
-
-def paired_permutation_p(diffs: np.ndarray, *, resamples: int = 10000, seed: int = 0) -> float:
-    """Two-sided p-value of a paired sign-flip permutation test of a zero mean difference.
-
-    Under the null hypothesis each item's difference is as likely to have either sign; the
-    p-value is the share of random sign flips whose mean is at least as far from zero as the
-    observed one (counting the observed one, so it is never 0).
-    """
-    observed = abs(float(diffs.mean()))
-    if observed == 0.0:
-        return 1.0
-    rng = np.random.default_rng(seed)
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, len(diffs)))
-    flipped = np.abs((signs * diffs).mean(axis=1))
-    extreme = int((flipped >= observed - 1e-12).sum())
-    return (extreme + 1) / (resamples + 1)
 
 
 def _scored(run: Run, column: str) -> pd.Series:
@@ -175,7 +148,7 @@ def compare_loaded(
     """``compare_runs`` on runs already read by ``load_runs``."""
     rows: list[dict[str, Any]] = []
     for run in runs:
-        for dimension, column in DIMENSIONS.items():
+        for dimension, column in METRICS.items():
             values = _scored(run, column)
             scale = run.items["scale"].max() if dimension == "score" else 1.0
             mean, low, high = mean_interval(
@@ -279,14 +252,14 @@ def find_runs(folder: Path) -> list[Run]:
         except (InputError, OSError, ValueError):
             continue
         # A shard holds part of a run's items: its merged run stands for it.
-        if run.manifest.get("status") == "completed" and not run.manifest.get("shard"):
+        if run.manifest.status == "completed" and run.manifest.shard is None:
             runs.append(run)
     return runs
 
 
 def config_key(run: Run) -> str:
     """What makes two runs the same benchmark: the judged config and the variant label."""
-    config = run.manifest.get("config") or {}
+    config = run.manifest.config
     same = {k: config.get(k) for k in ("dataset", "target", "model", "scorer")}
     return json.dumps({"config": same, "variant": run.variant}, sort_keys=True, default=str)
 
@@ -304,8 +277,8 @@ def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
     )
     rows = []
     for run in same:
-        row: dict[str, Any] = {"started_at": run.started_at, "run_dir": str(run.path)}
-        for dimension, column in DIMENSIONS.items():
+        row: dict[str, Any] = {"started_at": run.started_at.isoformat(), "run_dir": str(run.path)}
+        for dimension, column in METRICS.items():
             values = _scored(run, column)
             row[dimension] = statistics.fmean(values) if len(values) else None
         row["n"] = int((run.items["status"] == "scored").sum())

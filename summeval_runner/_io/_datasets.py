@@ -140,11 +140,40 @@ class IdAllocator:
         return item_id
 
 
+@dataclass(frozen=True)
+class DatasetFile:
+    """A dataset file (JSONL, CSV or Parquet), read each time it is iterated and never held.
+
+    ``run_evals`` reads it twice: once to check every row before any judge call, and once as
+    items start, so a dataset of any size runs in flat memory; the file's SHA-256 goes into the
+    run's manifest, and a resume of the run is refused if the file changed.
+    """
+
+    path: Path
+    fields: FieldMap = field(default_factory=FieldMap)
+    format: str = "auto"
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter_dataset(self.path, self.fields, format=self.format, limit=self.limit)
+
+    def sha256(self) -> str:
+        """The SHA-256 of the file's bytes."""
+        digest = hashlib.sha256()
+        with self.path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+
+
 def load_dataset(
-    path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
+    path: Path | str, fields: FieldMap, *, format: str = "auto", limit: int | None = None
 ) -> list[Item]:
     """Read and validate every row; raise ``DatasetError`` at the first problem found."""
-    items = list(iter_dataset(path, fields, format=format, limit=limit))
+    items = list(DatasetFile(Path(path), fields, format, limit))
     if not items:
         raise DatasetError(f"{path}: the dataset has no rows")
     return items

@@ -1,4 +1,10 @@
-"""The run manifest: what produced a run's tables, with every secret redacted."""
+"""The run manifest: what produced a run's tables, with every secret redacted.
+
+One typed, frozen model (``Manifest``) describes every run directory, whether a run or a merge
+of shards wrote it; ``write_manifest`` and ``read_manifest`` are the only ways it reaches or
+leaves the disk. ``schema_version`` says which layout of the run directory (manifest and
+journal) wrote it: 1 for runs written before the journal held item records, 2 since.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,19 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from summeval_runner._errors import InputError
+from summeval_runner._scorers._outcome import RunCounts
 
 REDACTED = "***"
 MANIFEST = "manifest.json"
+MANIFEST_SCHEMA_VERSION = 2
+RunStatus = Literal["running", "completed", "interrupted", "aborted", "partial"]
 # Keys whose values are secrets. "api_key_env" names a variable and is kept: it is not the key.
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.IGNORECASE)
 _SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
@@ -63,6 +75,12 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
+# Where the dataset file lies is not what it holds: its content is compared by its SHA-256
+# (``Manifest.dataset``), so the same file at another path (another machine, another install of
+# the bundled sample) is the same dataset.
+_LOCATION_ONLY = frozenset({"dataset.path"})
+
+
 def config_differences(
     before: Mapping[str, Any], now: Mapping[str, Any], sections: tuple[str, ...] = RESULT_SECTIONS
 ) -> list[str]:
@@ -75,27 +93,174 @@ def config_differences(
     for section in sections:
         old, new = _flatten(before.get(section)), _flatten(now.get(section))
         for key in sorted(set(old) | set(new)):
+            if f"{section}.{key}" in _LOCATION_ONLY:
+                continue
             if old.get(key) != new.get(key):
                 where = f"{section}.{key}" if key else section
                 differences.append(f"{where} was {old.get(key)!r}, now {new.get(key)!r}")
     return differences
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """A run directory's manifest; ``InputError`` naming the directory if it has none."""
+def _utc(moment: datetime) -> datetime:
+    # Runs write UTC with its offset; a time written without one (by hand, by another tool) is
+    # read as UTC, so that every manifest's times compare with every other's.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+Timestamp = Annotated[datetime, AfterValidator(_utc)]
+
+
+class _Part(BaseModel):
+    # Frozen values; unknown keys (written by a newer version) are ignored rather than refused.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class DatasetInfo(_Part):
+    """The dataset a run read: its file (when it was one), its items, and its content's hash."""
+
+    path: str | None = None
+    items: int | None = None
+    sha256: str | None = None
+
+
+class ShardInfo(_Part):
+    """Which shard of the dataset a run scored (``runner.shard=index/count``) and its items."""
+
+    index: int
+    count: int
+    items: int | None = None
+
+
+class Resumption(_Part):
+    """One continuation of an interrupted run."""
+
+    at: Timestamp
+    items_kept: int
+    items_to_score: int | None = None
+    overrides: tuple[str, ...] = ()
+
+
+class CacheUse(_Part):
+    mode: str | None = None
+    path: str | None = None
+    hits: int = 0
+    stored: int = 0
+
+
+class JudgeTraffic(_Part):
+    """What a run asked of its judges: requests sent (retries included), retries, 429s, and
+    what the response cache answered."""
+
+    name: str | None = None
+    requests: int = 0
+    retries: int = 0
+    throttled_429: int = 0
+    cache: CacheUse = CacheUse()
+
+
+class TokenTotals(_Part):
+    input: int = 0
+    output: int = 0
+
+
+class Resources(_Part):
+    """What this part of the run cost the machine (a resumed run's earlier parts excluded)."""
+
+    cpu_s: float
+    peak_rss_mb: float | None = None
+
+
+class MergedShard(_Part):
+    shard: str
+    run_dir: str
+    run_id: str | None = None
+    status: str | None = None
+    items: int
+
+
+class Missing(_Part):
+    """What a partial merge lacks: shards never given, and the dataset's items in none."""
+
+    shards: tuple[str, ...] = ()
+    items: int = 0
+    unfinished_in_shards: int = 0
+
+
+class Manifest(_Part):
+    """What produced a run directory's tables, and what came of it.
+
+    Written when a run starts (status ``running``, with the config, so that a run killed at any
+    moment can be resumed) and again when it ends; a merge of shards writes one too
+    (``merged_from``). ``status`` is ``completed``, ``interrupted`` (resumable), ``aborted`` (the
+    judge refused the key or the quota is spent: ``aborted_because``) or, for a merge that lacks
+    shards, ``partial``. ``counts`` are the finished items; ``unfinished`` those not finished.
+    """
+
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    run_id: str
+    variant: str
+    status: RunStatus
+    started_at: Timestamp
+    finished_at: Timestamp | None = None
+    package_version: str | None = None
+    prompt_version: str | None = None
+    python_version: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    config: dict[str, Any] = {}
+    overrides: tuple[str, ...] = ()
+    dataset: DatasetInfo | None = None
+    shard: ShardInfo | None = None
+    resumptions: tuple[Resumption, ...] = ()
+    aborted_because: str | None = None
+    exit_code: int | None = None
+    duration_s: float | None = None
+    counts: RunCounts | None = None
+    unfinished: int | None = None
+    hook_errors: int = 0
+    means: dict[str, float | None] = {}
+    judge: JudgeTraffic | None = None
+    tokens: TokenTotals | None = None
+    resources: Resources | None = None
+    tables: dict[str, str] = {}
+    merged_at: Timestamp | None = None
+    merged_from: tuple[MergedShard, ...] | None = None
+    missing: Missing | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        # Manifests written before the schema was versioned are version 1.
+        if isinstance(data, dict) and "schema_version" not in data:
+            data = {**data, "schema_version": 1}
+        return data
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    """A run directory's manifest; ``InputError`` naming the directory if it has none, or the
+    field that is wrong if it cannot be read as one."""
     path = run_dir / MANIFEST
     if not path.is_file():
         raise InputError(f"{run_dir} is not a run directory (it has no {MANIFEST})")
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        return Manifest.model_validate_json(path.read_bytes())
+    except OSError as error:
         raise InputError(f"{path} cannot be read: {error}") from None
-    return manifest
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(map(str, first["loc"])) or "the file"
+        raise InputError(f"{path} is not a run manifest ({field}: {first['msg']})") from None
 
 
-def write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
-    """Write the manifest atomically: readers see the old file or the new one, never half."""
-    text = scrub(json.dumps(redact(manifest), indent=2, ensure_ascii=False, default=str))
+def write_manifest(run_dir: Path, manifest: Manifest) -> None:
+    """Write the manifest atomically: readers see the old file or the new one, never half.
+
+    Secret-looking config values are redacted and the values of secret environment variables
+    scrubbed, wherever in the manifest they appear.
+    """
+    path = run_dir / MANIFEST
+    values = manifest.model_dump(mode="json")
+    text = scrub(json.dumps(redact(values), indent=2, ensure_ascii=False))
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text + "\n", encoding="utf-8")
     os.replace(partial, path)

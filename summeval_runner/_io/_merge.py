@@ -1,14 +1,14 @@
 """Merging shard runs (``runner.shard=I/N``) into one run directory.
 
 The merged run is built the way a one-machine run is: the shards' journals are replayed into a
-new journal (every row relabelled with the merged run's id) and compacted, so rows come out in
-dataset order and the aggregates are computed from the item rows, never averaged from the
-shards' aggregates. Its tables equal, row for row, those of the same run made in one process.
+new journal and compacted under the merged run's id, so rows come out in dataset order, are
+built by the same function, and the aggregates are computed from the item rows, never averaged
+from the shards' aggregates. Its tables equal, row for row, those of the same run made in one
+process.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -17,27 +17,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._compare import SCORER_ID
+from summeval_runner._io._journal import JOURNAL, RunWriter, journal_records, journaled_ids
 from summeval_runner._io._manifest import (
-    MANIFEST,
+    MANIFEST_SCHEMA_VERSION,
+    CacheUse,
+    JudgeTraffic,
+    Manifest,
+    MergedShard,
+    Missing,
+    TokenTotals,
     config_differences,
     read_manifest,
     write_manifest,
 )
 from summeval_runner._io._shards import Shard
-from summeval_runner._io._tables import (
-    JOURNAL,
-    RunWriter,
-    journaled_ids,
-    score_totals,
-    token_totals,
-)
+from summeval_runner._io._tables import score_totals, token_totals
+from summeval_runner._scorers._outcome import RunCounts
+from summeval_runner._scorers._summarization import SummarizationScorer
 
 # Manifest fields that must agree for shards to be parts of one run.
 _SAME = ("variant", "prompt_version")
+SCORER_ID = SummarizationScorer.id
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,12 @@ class ShardRun:
 
     path: Path
     shard: Shard
-    manifest: dict[str, Any]
+    manifest: Manifest
     item_ids: frozenset[str]
 
     @property
     def unfinished(self) -> int:
-        return int(self.manifest.get("unfinished") or 0)
+        return self.manifest.unfinished or 0
 
 
 @dataclass(frozen=True)
@@ -63,15 +65,14 @@ class MergedRun:
     shard_count: int
     shards: tuple[str, ...]
     missing_shards: tuple[str, ...]
-    # Item counts: total, scored, unscorable, errors.
-    counts: dict[str, int]
+    counts: RunCounts
     # Items of the dataset in no shard given (missing shards, unfinished items).
     missing_items: int
     tables: dict[str, Path]
 
     @property
     def items(self) -> int:
-        return self.counts["total"]
+        return self.counts.total
 
     @property
     def complete(self) -> bool:
@@ -80,14 +81,19 @@ class MergedRun:
 
 def _read_shard(path: Path) -> ShardRun:
     manifest = read_manifest(path)
-    shard = Shard.from_manifest(manifest.get("shard"))
-    if shard is None:
+    if manifest.schema_version != MANIFEST_SCHEMA_VERSION:
+        raise InputError(
+            f"{path} was written by another version of summeval_runner (run directory schema "
+            f"{manifest.schema_version}, this version reads {MANIFEST_SCHEMA_VERSION}); merge "
+            "it with the version that ran it"
+        )
+    if manifest.shard is None:
         raise InputError(
             f"{path} is not a shard: it was run without runner.shard, so it already holds "
             "every item it was given"
         )
-    status = manifest.get("status")
-    if status == "running":
+    shard = Shard(manifest.shard.index, manifest.shard.count)
+    if manifest.status == "running":
         raise InputError(
             f"{path} (shard {shard}) has not finished (status running): wait for it, or "
             f"resume it with runner.resume={path}"
@@ -105,20 +111,23 @@ def _check_same_run(runs: list[ShardRun]) -> None:
                 f"these are shards of different splits: {first.path} is shard {first.shard}, "
                 f"{run.path} is shard {run.shard}"
             )
-        differences = config_differences(first.manifest["config"], run.manifest["config"])
+        differences = config_differences(first.manifest.config, run.manifest.config)
         differences += [
-            f"{name} was {first.manifest.get(name)!r}, now {run.manifest.get(name)!r}"
+            f"{name} was {getattr(first.manifest, name)!r}, now {getattr(run.manifest, name)!r}"
             for name in _SAME
-            if first.manifest.get(name) != run.manifest.get(name)
+            if getattr(first.manifest, name) != getattr(run.manifest, name)
         ]
-        sha = (first.manifest.get("dataset") or {}).get("sha256")
-        if sha != (run.manifest.get("dataset") or {}).get("sha256"):
+        if _sha256(first.manifest) != _sha256(run.manifest):
             differences.append("the dataset file's content (sha256) differs")
         if differences:
             raise InputError(
                 f"{run.path} is not a shard of the same run as {first.path}: "
                 + "; ".join(differences[:5])
             )
+
+
+def _sha256(manifest: Manifest) -> str | None:
+    return manifest.dataset.sha256 if manifest.dataset else None
 
 
 def _check_disjoint(runs: list[ShardRun]) -> None:
@@ -195,12 +204,16 @@ def merge_runs(
         writer = RunWriter(building)
         try:
             for run in runs:
-                _replay(run, writer, run_id)
+                for record in journal_records(run.path / JOURNAL):
+                    writer.write(record)
         finally:
             writer.close()
-        tables = writer.finish()
-        totals, mean = score_totals(tables["aggregates"], SCORER_ID)
-        expected = int((runs[0].manifest.get("dataset") or {}).get("items") or 0)
+        compacted = writer.finish(run_id=run_id, variant=runs[0].manifest.variant)
+        tables = compacted.tables
+        _, mean = score_totals(tables["aggregates"], SCORER_ID)
+        totals = compacted.counts
+        dataset = runs[0].manifest.dataset
+        expected = (dataset.items if dataset else None) or 0
         merged = MergedRun(
             run_dir=out,
             run_id=run_id,
@@ -208,7 +221,7 @@ def merge_runs(
             shards=tuple(str(run.shard) for run in runs),
             missing_shards=missing,
             counts=totals,
-            missing_items=max(expected - totals["total"], 0),
+            missing_items=max(expected - totals.total, 0),
             tables={name: out / path.name for name, path in tables.items()},
         )
         _write_manifest(building, runs, merged, unfinished, mean)
@@ -221,89 +234,63 @@ def merge_runs(
     return merged
 
 
-def _replay(run: ShardRun, writer: RunWriter, run_id: str) -> None:
-    """Copy a shard's journal entries into the merged journal under the merged run's id."""
-    with (run.path / JOURNAL).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.endswith("\n"):
-                break  # cut short by a crash: never acknowledged, as on resume
-            try:
-                entry = json.loads(line)
-            except ValueError as error:
-                raise InputError(
-                    f"{run.path / JOURNAL} line {number}: not valid JSON ({error})"
-                ) from None
-            rows = {name: entry[name] for name in ("items", "alignment", "coverage")}
-            for table in rows.values():
-                for row in table:
-                    row["run_id"] = run_id
-            writer.write(entry["position"], entry["item_id"], rows)
-
-
-def _sum(runs: list[ShardRun], *path: str) -> int:
-    total = 0
-    for run in runs:
-        value: Any = run.manifest
-        for key in path:
-            value = (value or {}).get(key)
-        total += int(value or 0)
-    return total
+def _sum(runs: list[ShardRun], count: str) -> int:
+    return sum(getattr(run.manifest.judge or JudgeTraffic(), count) for run in runs)
 
 
 def _write_manifest(
     building: Path, runs: list[ShardRun], merged: MergedRun, unfinished: int, mean: float | None
 ) -> None:
     first = runs[0].manifest
-    config = json.loads(json.dumps(first.get("config") or {}))
-    (config.get("runner") or {})["shard"] = None
-    started = min(str(run.manifest.get("started_at") or "") for run in runs)
-    finished = max(str(run.manifest.get("finished_at") or "") for run in runs)
-    judge = first.get("judge") or {}
-    manifest = {
-        "run_id": merged.run_id,
-        "variant": first.get("variant"),
-        "status": "completed" if merged.complete else "partial",
-        "started_at": started,
-        "finished_at": finished,
-        "merged_at": datetime.now(timezone.utc).isoformat(),
-        "package_version": first.get("package_version"),
-        "prompt_version": first.get("prompt_version"),
-        "python_version": first.get("python_version"),
-        "config": config,
-        "overrides": [o for o in first.get("overrides") or [] if not o.startswith("runner.shard=")],
-        "dataset": first.get("dataset"),
-        "shard": None,
-        "merged_from": [
-            {
-                "shard": str(run.shard),
-                "run_dir": str(run.path),
-                "run_id": run.manifest.get("run_id"),
-                "status": run.manifest.get("status"),
-                "items": len(run.item_ids),
-            }
+    config = dict(first.config)
+    config["runner"] = {**(config.get("runner") or {}), "shard": None}
+    finished = [run.manifest.finished_at for run in runs if run.manifest.finished_at]
+    caches = [(run.manifest.judge or JudgeTraffic()).cache for run in runs]
+    manifest = Manifest(
+        run_id=merged.run_id,
+        variant=first.variant,
+        status="completed" if merged.complete else "partial",
+        started_at=min(run.manifest.started_at for run in runs),
+        finished_at=max(finished) if finished else None,
+        merged_at=datetime.now(timezone.utc),
+        package_version=first.package_version,
+        prompt_version=first.prompt_version,
+        python_version=first.python_version,
+        config=config,
+        overrides=tuple(o for o in first.overrides if not o.startswith("runner.shard=")),
+        dataset=first.dataset,
+        merged_from=tuple(
+            MergedShard(
+                shard=str(run.shard),
+                run_dir=str(run.path),
+                run_id=run.manifest.run_id,
+                status=run.manifest.status,
+                items=len(run.item_ids),
+            )
             for run in runs
-        ],
-        "missing": {
-            "shards": list(merged.missing_shards),
-            "items": merged.missing_items,
-            "unfinished_in_shards": unfinished,
-        },
+        ),
+        missing=Missing(
+            shards=merged.missing_shards,
+            items=merged.missing_items,
+            unfinished_in_shards=unfinished,
+        ),
         # Work summed over the shards, which ran side by side: not the merged run's wall time.
-        "duration_s": round(sum(float(r.manifest.get("duration_s") or 0.0) for r in runs), 3),
-        "counts": merged.counts,
-        "unfinished": merged.missing_items,
-        "means": {SCORER_ID: mean},
-        "judge": {
-            "name": judge.get("name"),
-            "requests": _sum(runs, "judge", "requests"),
-            "retries": _sum(runs, "judge", "retries"),
-            "throttled_429": _sum(runs, "judge", "throttled_429"),
-            "cache": {
-                "hits": _sum(runs, "judge", "cache", "hits"),
-                "stored": _sum(runs, "judge", "cache", "stored"),
-            },
-        },
-        "tokens": token_totals(building / merged.tables["items"].name),
-        "tables": {name: path.name for name, path in merged.tables.items()},
-    }
-    write_manifest(building / MANIFEST, manifest)
+        duration_s=round(sum(run.manifest.duration_s or 0.0 for run in runs), 3),
+        counts=merged.counts,
+        unfinished=merged.missing_items,
+        hook_errors=sum(run.manifest.hook_errors for run in runs),
+        means={SCORER_ID: mean},
+        judge=JudgeTraffic(
+            name=first.judge.name if first.judge else None,
+            requests=_sum(runs, "requests"),
+            retries=_sum(runs, "retries"),
+            throttled_429=_sum(runs, "throttled_429"),
+            cache=CacheUse(
+                hits=sum(cache.hits for cache in caches),
+                stored=sum(cache.stored for cache in caches),
+            ),
+        ),
+        tokens=TokenTotals(**token_totals(building / merged.tables["items"].name)),
+        tables={name: path.name for name, path in merged.tables.items()},
+    )
+    write_manifest(building, manifest)

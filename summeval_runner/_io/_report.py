@@ -17,13 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._io._compare import (
-    DIMENSIONS,
-    SCORER_ID,
-    Run,
-    compare_loaded,
-    load_runs,
-)
+from summeval_runner._io._compare import SCORER_ID, Run, compare_loaded, load_runs
+from summeval_runner._scorers._result import METRICS
 
 # Beyond this many items a run's table lists the lowest scores and says what it left out.
 MAX_ITEMS_LISTED = 2000
@@ -123,13 +118,13 @@ def render_report(
 def _runs_section(runs: list[Run], base: Run | None) -> str:
     rows = []
     for run in runs:
-        judge = run.manifest.get("judge", {}).get("name", "")
+        judge = run.manifest.judge.name if run.manifest.judge else ""
         role = "baseline" if run is base else ""
         rows.append(
             f"<tr><td>{_e(run.variant)}</td><td>{_e(role)}</td><td>{_e(run.path)}</td>"
             f"<td>{_e(run.run_id)}</td><td>{_e(judge)}</td>"
-            f"<td>{_e(run.manifest.get('prompt_version', ''))}</td>"
-            f'<td class="num">{len(run.items)}</td><td>{_e(run.started_at)}</td></tr>'
+            f"<td>{_e(run.manifest.prompt_version or '')}</td>"
+            f'<td class="num">{len(run.items)}</td><td>{_e(run.started_at.isoformat())}</td></tr>'
         )
     return (
         "<h2>Runs</h2><table><tr><th>variant</th><th></th><th>directory</th><th>run id</th>"
@@ -207,7 +202,7 @@ def _histogram(values: list[float], upper: float, caption: str) -> str:
 
 def _plots_section(runs: list[Run]) -> str:
     figures = []
-    for dimension, column in DIMENSIONS.items():
+    for dimension, column in METRICS.items():
         for run in runs:
             scored = run.items[run.items["status"] == "scored"]
             values = [float(v) for v in scored[column].dropna()]

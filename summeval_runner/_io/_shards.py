@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from summeval_runner._errors import ConfigError
 
@@ -26,30 +25,21 @@ class Shard:
 
     @classmethod
     def parse(cls, spec: str) -> Shard:
-        """``"I/N"`` as a shard; ``ConfigError`` naming ``runner.shard`` otherwise.
+        """``"I/N"`` as a shard; ``ConfigError`` stating the rule otherwise.
 
         >>> Shard.parse("1/4")
         Shard(index=1, count=4)
         """
         match = _SPEC.match(str(spec))
         if match is None:
-            raise ConfigError(
-                f"runner.shard must be I/N (shard I of N, counted from 0), got {spec!r}"
-            )
+            raise ConfigError(f"shard must be I/N (shard I of N, counted from 0), got {spec!r}")
         index, count = int(match[1]), int(match[2])
         if count < 1 or index >= count:
             raise ConfigError(
-                f"runner.shard must be I/N with 0 <= I < N (shards 0/{max(count, 1)} to "
+                f"shard must be I/N with 0 <= I < N (shards 0/{max(count, 1)} to "
                 f"{max(count, 1) - 1}/{max(count, 1)}), got {spec!r}"
             )
         return cls(index, count)
-
-    @classmethod
-    def from_manifest(cls, value: Any) -> Shard | None:
-        """The shard a run's manifest records (``{"index": I, "count": N}``), if any."""
-        if not isinstance(value, dict):
-            return None
-        return cls(int(value["index"]), int(value["count"]))
 
     def holds(self, item_id: str) -> bool:
         return shard_of(item_id, self.count) == self.index

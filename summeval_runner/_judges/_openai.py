@@ -9,8 +9,10 @@ import os
 import re
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from types import TracebackType
 from typing import Any, Literal
 
 import openai
@@ -62,7 +64,9 @@ class OpenAIChat:
 
     The key is read from the environment when this is built, so a missing key fails before any
     call. One ``AsyncOpenAI`` client serves every call made from an event loop (an HTTP
-    connection pool belongs to the loop it was opened in, so each loop gets its own).
+    connection pool belongs to the loop it was opened in, so each loop gets its own), and is
+    closed when that loop shuts down (``asyncio.run`` does at its end) or by ``aclose()``,
+    whichever comes first: a script that never closes anything leaks no connection.
     """
 
     def __init__(
@@ -84,17 +88,17 @@ class OpenAIChat:
             if not key.strip():
                 raise MissingAPIKeyError(api_key_env)
             self._api_key = key
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient]
         self._clients = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         # The key is deliberately absent: reprs end up in logs.
         return f"OpenAIChat(base_url={self.base_url!r})"
 
-    def _client(self) -> openai.AsyncOpenAI:
+    async def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
+        opened = self._clients.get(loop)
+        if opened is None:
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self.base_url,
@@ -105,21 +109,23 @@ class OpenAIChat:
                 # in flight costs more CPU than the rest of a request together.
                 http_client=openai.DefaultAioHttpClient(),
             )
-            self._clients[loop] = client
-        return client
+            opened = self._clients[loop] = _LoopClient(client, _close_at_loop_shutdown(client))
+            # Started here, the generator is one the loop finalises when it shuts down.
+            await opened.closer.asend(None)
+        return opened.client
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        opened = self._clients.pop(asyncio.get_running_loop(), None)
+        if opened is not None:
+            await opened.closer.aclose()
 
     async def complete(self, params: dict[str, Any]) -> tuple[str, TokenUsage]:
         """One Chat Completions call; the reply's text and its token usage.
 
         SDK errors are translated into this package's exception tree here.
         """
-        client = self._client()
+        client = await self._client()
         try:
             # The SDK's generic POST (its documented way to send any request), not
             # chat.completions.create: create() first walks every parameter through the SDK's
@@ -134,8 +140,33 @@ class OpenAIChat:
         return _reply_of(completion)
 
 
+@dataclass(frozen=True)
+class _LoopClient:
+    """The client of one event loop, and the generator that closes it when the loop ends."""
+
+    client: openai.AsyncOpenAI
+    closer: AsyncGenerator[None, None]
+
+
+async def _close_at_loop_shutdown(client: openai.AsyncOpenAI) -> AsyncGenerator[None, None]:
+    """Suspended for the loop's lifetime; closes ``client`` when finalised.
+
+    An event loop finalises the async generators started in it when it shuts down
+    (``loop.shutdown_asyncgens()``, which ``asyncio.run`` calls before closing the loop), inside
+    the loop: the one moment a client can still be closed cleanly when its owner never said so.
+    """
+    try:
+        yield
+    finally:
+        await client.close()
+
+
 class OpenAIJudge:
-    """A judge backed by an OpenAI-compatible Chat Completions endpoint."""
+    """A judge backed by an OpenAI-compatible Chat Completions endpoint.
+
+    An async context manager: ``async with OpenAIJudge(config) as judge:`` closes its HTTP client
+    on exit. Left open, the client closes when its event loop ends.
+    """
 
     def __init__(self, config: OpenAIJudgeConfig) -> None:
         self.config = config
@@ -164,6 +195,25 @@ class OpenAIJudge:
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
         await self._chat.aclose()
+
+    async def __aenter__(self) -> OpenAIJudge:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def without_retries(self) -> OpenAIJudge:
+        """A new judge like this one whose SDK does not retry (its own clients, its own key).
+
+        ``run_evals`` retries with its own policy, which must see every 429 to adapt its pace;
+        SDK retries underneath would multiply the attempts and hide the 429s.
+        """
+        return OpenAIJudge(self.config.model_copy(update={"max_retries": 0}))
 
     def _response_format(self, request: JudgeRequest) -> dict[str, Any]:
         if self.config.response_format == "json_object":

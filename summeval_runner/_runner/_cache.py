@@ -92,7 +92,7 @@ class ResponseCache:
 
     def __init__(self, path: Path, mode: CacheMode = "readwrite") -> None:
         if mode not in CACHE_MODES:
-            raise ConfigError(f"runner.cache must be one of {', '.join(CACHE_MODES)}, got {mode!r}")
+            raise ConfigError(f"cache must be one of {', '.join(CACHE_MODES)}, got {mode!r}")
         self.path = path
         self.mode = mode
         self.hits = 0
@@ -111,9 +111,7 @@ class ResponseCache:
                 " judge TEXT NOT NULL, created REAL NOT NULL)"
             )
         except (OSError, sqlite3.Error) as error:
-            raise ConfigError(
-                f"runner.cache_path {path} cannot be opened as a cache: {error}"
-            ) from None
+            raise ConfigError(f"cache_path {path} cannot be opened as a cache: {error}") from None
 
     @property
     def reads(self) -> bool:

@@ -220,7 +220,7 @@ class LimitedJudge:
                 )
             except asyncio.TimeoutError:
                 raise JudgeAPIError(
-                    f"the judge gave no reply within runner.request_timeout_s "
+                    f"the judge gave no reply within request_timeout_s "
                     f"({self.request_timeout_s:g} s)"
                 ) from None
         finally:

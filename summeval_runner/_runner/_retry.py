@@ -37,11 +37,11 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ConfigError(f"retry max_attempts must be >= 1, got {self.max_attempts}")
+            raise ConfigError(f"max_attempts must be >= 1, got {self.max_attempts}")
         for name in ("base_delay_s", "max_delay_s", "max_retry_after_s"):
             value = getattr(self, name)
             if value < 0:
-                raise ConfigError(f"retry {name} must be >= 0, got {value}")
+                raise ConfigError(f"{name} must be >= 0, got {value}")
 
     def is_retryable(self, error: BaseException) -> bool:
         """408, 409, 429, 5xx, connection errors and timeouts; never a refused key or quota."""

@@ -1,20 +1,34 @@
-"""``run_evals`` (SPEC §2): run a target over items, score each output, call hooks, aggregate."""
+"""``run_evals`` (SPEC §2): the engine. Run a target over items, score each output, call hooks,
+aggregate; within the run's limits, and written to a run directory when asked.
+
+Python callers and ``summeval-run`` reach the same code: the app only turns its config into
+``RunOptions`` and the arguments below.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
+import json
 import logging
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from summeval_runner._errors import ConfigError, InputError, JudgeAuthError
-from summeval_runner._io._datasets import IdAllocator, Item
+from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
+from summeval_runner._io._manifest import DatasetInfo, JudgeTraffic, Manifest, RunStatus, scrub
+from summeval_runner._io._shards import Shard
+from summeval_runner._runner._judge_stack import JudgeStack
+from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
-from summeval_runner._scorers._result import ErrorInfo, FailedStep, Status, number_of, status_of
+from summeval_runner._runner._record import RunPlan, RunRecorder
+from summeval_runner._scorers._outcome import ItemResult, RunCounts, scored_number, status_of
+from summeval_runner._scorers._result import ErrorInfo, FailedStep
 
 logger = logging.getLogger("summeval_runner")
 
@@ -29,57 +43,53 @@ class Scorer(Protocol):
     def run(self, *, input: Any, output: Any) -> Awaitable[Any]: ...
 
 
-@dataclass(frozen=True)
-class ItemResult:
-    """One item's outcome: what the target produced and what each scorer made of it.
-
-    ``results`` maps each scorer's id to its result, or to an ``ErrorInfo`` when the scorer
-    raised. ``error`` is the item's first failure: the target's, else a scorer's.
-    """
-
-    item_id: str
-    input: Any
-    output: Any
-    metadata: Mapping[str, Any]
-    results: Mapping[str, Any]
-    error: ErrorInfo | None
-    target_latency_s: float | None
-
-    @property
-    def status(self) -> Status:
-        """``error`` if anything failed, else ``unscorable`` if a scorer said so, else scored."""
-        statuses = {status_of(result) for result in self.results.values()}
-        if self.error is not None or "error" in statuses:
-            return "error"
-        return "unscorable" if "unscorable" in statuses else "scored"
-
-
 Hook: TypeAlias = Callable[[ItemResult], Any]
-
-
-@dataclass(frozen=True)
-class RunCounts:
-    total: int
-    scored: int
-    unscorable: int
-    errors: int
+RunResultStatus = Literal["completed", "interrupted"]
 
 
 @dataclass(frozen=True)
 class EvalRunResult:
-    """The mean score per scorer over its scored items, item counts, and each item's result."""
+    """What a run came to.
+
+    ``means`` is each scorer's mean score over its scored items; ``counts`` the finished items
+    (of a resumed run: every part); ``items`` each finished item's result in dataset order (this
+    call's items only, and none with ``keep_results=False``). ``unfinished`` items were not
+    finished because the run was told to stop; ``status`` is then ``interrupted``.
+    ``judge_traffic`` counts the requests sent to the judges (retries included), the retries,
+    the 429s and the cache's hits. For a run written to a directory, ``run_dir``, its
+    ``manifest`` and its ``tables`` (name -> Parquet path).
+    """
 
     means: Mapping[str, float | None]
     counts: RunCounts
     items: tuple[ItemResult, ...]
     hook_errors: int
-    # Items not finished because the run was told to stop (``stop``); they have no result.
     unfinished: int = 0
+    status: RunResultStatus = "completed"
+    max_error_rate: float = 0.0
+    judge_traffic: JudgeTraffic = field(default_factory=JudgeTraffic)
+    run_dir: Path | None = None
+    manifest: Manifest | None = None
+    tables: Mapping[str, Path] = field(default_factory=dict)
+
+    @property
+    def error_rate(self) -> float:
+        return self.counts.error_rate
+
+    @property
+    def passed(self) -> bool:
+        """The run finished every item, at least one, with no more errors than
+        ``max_error_rate`` allows: what a CI gate on the run should check."""
+        return (
+            self.status == "completed"
+            and not self.unfinished
+            and self.counts.total > 0
+            and self.error_rate <= self.max_error_rate
+        )
 
 
-def scored_number(result: Any) -> float | None:
-    """A scored result's number; ``None`` for an unscorable or failed one."""
-    return number_of(result) if status_of(result) == "scored" else None
+def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
+    return ErrorInfo(type=type(error).__name__, message=str(error) or repr(error), step=step)
 
 
 def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
@@ -90,10 +100,6 @@ def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
         if status_of(result) == "error" and isinstance(error, ErrorInfo):
             return error
     return None
-
-
-def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
-    return ErrorInfo(type=type(error).__name__, message=str(error) or repr(error), step=step)
 
 
 def _as_item(raw: Mapping[str, Any] | Item, index: int, ids: IdAllocator, has_target: bool) -> Item:
@@ -117,12 +123,69 @@ def _as_item(raw: Mapping[str, Any] | Item, index: int, ids: IdAllocator, has_ta
     return item
 
 
-def _as_items(data: Iterable[Mapping[str, Any] | Item], has_target: bool) -> Iterable[Item]:
-    """A sequence is checked whole before any work; other iterables item by item as drawn."""
-    ids = IdAllocator()
+@dataclass(frozen=True)
+class _Items:
+    """The items a run draws, each with its dataset position, and what is known in advance."""
+
+    draw: Callable[[], Iterator[tuple[int, Item]]]
+    # Items the run is to finish (the shard's, when sharded); None when not known in advance.
+    selected: int | None
+    dataset: DatasetInfo | None
+
+
+def _prepare(
+    data: Iterable[Mapping[str, Any] | Item],
+    has_target: bool,
+    shard: Shard | None,
+    total: int | None,
+) -> _Items:
+    """Check what can be checked before any work: a list or a dataset file whole, each row of
+    a file read once to check it and again as items start; other iterables item by item."""
+
+    def selected_of(items: Iterable[Item]) -> int:
+        return sum(shard is None or shard.holds(item.id) for item in items)
+
+    def chosen(entries: Iterator[tuple[int, Item]]) -> Iterator[tuple[int, Item]]:
+        return ((p, item) for p, item in entries if shard is None or shard.holds(item.id))
+
+    if isinstance(data, DatasetFile):
+        count = selected = 0
+        checked = IdAllocator()
+        for position, raw in enumerate(data):
+            item = _as_item(raw, position, checked, has_target)
+            count += 1
+            selected += shard is None or shard.holds(item.id)
+        if not count:
+            raise DatasetError(f"{data.path}: the dataset has no rows")
+        info = DatasetInfo(path=str(data.path), items=count, sha256=data.sha256())
+
+        def read_file() -> Iterator[tuple[int, Item]]:
+            ids = IdAllocator()
+            return chosen((p, _as_item(raw, p, ids, has_target)) for p, raw in enumerate(data))
+
+        return _Items(read_file, selected, info)
     if isinstance(data, Sequence):
-        return [_as_item(raw, index, ids, has_target) for index, raw in enumerate(data)]
-    return (_as_item(raw, index, ids, has_target) for index, raw in enumerate(data))
+        ids = IdAllocator()
+        items = [_as_item(raw, index, ids, has_target) for index, raw in enumerate(data)]
+        info = DatasetInfo(items=len(items), sha256=_fingerprint(items))
+        return _Items(lambda: chosen(enumerate(items)), selected_of(items), info)
+    stream = iter(data)
+
+    def read_stream() -> Iterator[tuple[int, Item]]:
+        ids = IdAllocator()
+        return chosen((p, _as_item(raw, p, ids, has_target)) for p, raw in enumerate(stream))
+
+    return _Items(read_stream, total, None)
+
+
+def _fingerprint(items: Sequence[Item]) -> str:
+    """A SHA-256 of the items' ids, inputs and outputs: a resume of a run over a changed list is
+    refused as one over a changed file is."""
+    digest = hashlib.sha256()
+    for item in items:
+        entry = [item.id, item.input, item.output]
+        digest.update(json.dumps(entry, sort_keys=True, default=str).encode() + b"\n")
+    return digest.hexdigest()
 
 
 def _is_async_callable(target: Callable[..., Any]) -> bool:
@@ -148,21 +211,21 @@ class _Batch:
         ids: list[str],
         target: Callable[[Any], Any] | None,
         hooks: list[Hook],
-        max_items_in_flight: int,
-        max_target_calls_in_flight: int,
+        options: RunOptions,
         reporter: ProgressReporter | None,
-        item_timeout_s: float | None,
+        recorder: RunRecorder | None,
         keep_results: bool,
     ) -> None:
         self.scorers = scorers
-        self.keep_results = keep_results
-        self.item_timeout_s = item_timeout_s
         self.ids = ids
         self.target = target
         self.hooks = hooks
         self.reporter = reporter
-        self.item_slots = asyncio.Semaphore(max_items_in_flight)
-        self.target_slots = asyncio.Semaphore(max_target_calls_in_flight)
+        self.recorder = recorder
+        self.keep_results = keep_results
+        self.item_timeout_s = options.item_timeout_s
+        self.item_slots = asyncio.Semaphore(options.max_items_in_flight)
+        self.target_slots = asyncio.Semaphore(options.max_target_calls_in_flight)
         # Finished items' results, when kept; counts and score sums always.
         self.done: list[tuple[int, ItemResult]] = []
         self.finished = 0
@@ -171,9 +234,22 @@ class _Batch:
         # Scored values per scorer, for the means (floats only: a few MB for 100,000 items).
         self.scores: dict[str, list[float]] = {scorer_id: [] for scorer_id in ids}
         self.hook_errors = 0
-        self.fatal: list[JudgeAuthError] = []
+        # What stops the run at once: a refused key (every later call would fail the same way),
+        # or a finished item that could not be recorded.
+        self.fatal: list[BaseException] = []
 
-    async def run(self, items: Iterable[Item], stop: asyncio.Event | None, grace_s: float) -> None:
+    @property
+    def counts(self) -> RunCounts:
+        return RunCounts(
+            total=self.finished,
+            scored=self.statuses["scored"],
+            unscorable=self.statuses["unscorable"],
+            errors=self.statuses["error"],
+        )
+
+    async def run(
+        self, items: Iterator[tuple[int, Item]], stop: asyncio.Event | None, grace_s: float
+    ) -> None:
         """Launch items as slots free up (never all at once), then wait for those in flight.
 
         When ``stop`` is set, no further item starts; those in flight get ``grace_s`` seconds
@@ -185,7 +261,7 @@ class _Batch:
             # Items are drawn only as slots free up: an iterator (a dataset read as it goes) is
             # never read ahead of the work, so memory stays flat however long it is.
             try:
-                for position, item in enumerate(items):
+                for position, item in items:
                     await self.item_slots.acquire()
                     if self.fatal or (stop is not None and stop.is_set()):
                         self.item_slots.release()
@@ -224,12 +300,28 @@ class _Batch:
                 try:
                     result = await asyncio.wait_for(self.evaluate(item), self.item_timeout_s)
                 except asyncio.TimeoutError:
-                    result = self.timed_out(item)
+                    result = self.failed(
+                        item,
+                        ErrorInfo(
+                            type="ItemTimeoutError",
+                            message=(
+                                f"the item took longer than item_timeout_s "
+                                f"({self.item_timeout_s:g} s)"
+                            ),
+                        ),
+                    )
         except JudgeAuthError as error:
             self.fatal.append(error)
             return
         finally:
             self.item_slots.release()
+        if self.recorder is not None:
+            try:
+                self.recorder.write(result, position)
+            except Exception as error:
+                # An item that cannot be recorded is not finished: stop, and say so.
+                self.fatal.append(error)
+                return
         self.record(position, result)
         for hook in self.hooks:
             try:
@@ -253,23 +345,21 @@ class _Batch:
         if self.keep_results:
             self.done.append((position, result))
 
-    def timed_out(self, item: Item) -> ItemResult:
-        error = ErrorInfo(
-            type="ItemTimeoutError",
-            message=f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s)",
-        )
+    def failed(self, item: Item, error: ErrorInfo, **known: Any) -> ItemResult:
+        """The result of an item that failed before its scorers could say: every scorer's
+        result is the error, so every table has the item."""
         return ItemResult(
             item_id=item.id,
             input=item.input,
-            output=item.output,
+            output=known.get("output", item.output),
             metadata=item.metadata,
             results=dict.fromkeys(self.ids, error),
             error=error,
-            target_latency_s=None,
+            target_latency_s=known.get("latency"),
         )
 
     async def evaluate(self, item: Item) -> ItemResult:
-        output, target_error, latency = item.output, None, None
+        output, latency = item.output, None
         if self.target is not None:
             started = time.perf_counter()
             try:
@@ -282,16 +372,17 @@ class _Batch:
             except JudgeAuthError:
                 raise  # an agent behind a refused key fails every item the same way
             except Exception as error:
-                output, target_error = None, _error(error, "target")
+                latency = time.perf_counter() - started
+                return self.failed(item, _error(error, "target"), output=None, latency=latency)
             latency = time.perf_counter() - started
-        results = {} if target_error else await self.score(item.input, output)
+        results = await self.score(item.input, output)
         return ItemResult(
             item_id=item.id,
             input=item.input,
             output=output,
             metadata=item.metadata,
             results=results,
-            error=target_error or _first_failure(results),
+            error=_first_failure(results),
             target_latency_s=latency,
         )
 
@@ -327,86 +418,208 @@ def _scorer_ids(scorers: Sequence[Scorer]) -> list[str]:
     return ids
 
 
+def _hooks(on_item_complete: Hook | Sequence[Hook] | None) -> list[Hook]:
+    if on_item_complete is None:
+        return []
+    if callable(on_item_complete):
+        return [on_item_complete]
+    return list(on_item_complete)
+
+
+def _described(scorers: Sequence[Scorer], target: Callable[[Any], Any] | None) -> dict[str, Any]:
+    """What decides a Python caller's results, for the manifest (and a resume's check): the
+    target's name, each scorer's judge and settings."""
+
+    def name(value: Any) -> str:
+        kind = value if inspect.isfunction(value) or inspect.isclass(value) else type(value)
+        return f"{kind.__module__}.{kind.__qualname__}"
+
+    model: dict[str, Any] = {}
+    scorer: dict[str, Any] = {}
+    for each in scorers:
+        judge = getattr(each, "judge", None)
+        if judge is not None:
+            identify = getattr(judge, "cache_identity", None)
+            model[each.id] = identify() if callable(identify) else {"judge": name(judge)}
+        options = getattr(each, "options", None)
+        settings = {"type": name(each)}
+        for key in ("max_questions", "scale", "max_reasks", "source"):
+            if hasattr(options, key):
+                settings[key] = getattr(options, key)
+        if getattr(options, "source_extractor", None) is not None:
+            settings["source_extractor"] = name(options.source_extractor)  # type: ignore[union-attr]
+        scorer[each.id] = settings
+    return {
+        "target": name(target) if target is not None else None,
+        "model": model,
+        "scorer": scorer,
+    }
+
+
 async def run_evals(
     *,
     scorers: Sequence[Scorer],
     data: Iterable[Mapping[str, Any] | Item],
     target: Callable[[Any], Any] | None = None,
     on_item_complete: Hook | Sequence[Hook] | None = None,
-    max_items_in_flight: int = 16,
-    max_target_calls_in_flight: int | None = None,
-    progress: bool = False,
-    progress_details: Callable[[], str] | None = None,
-    item_timeout_s: float | None = None,
+    options: RunOptions | Mapping[str, Any] | None = None,
+    output_dir: str | Path | None = None,
+    resume: bool = False,
+    config: Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
     stop: asyncio.Event | None = None,
-    shutdown_grace_s: float = 30.0,
     keep_results: bool = True,
     total: int | None = None,
+    **option_values: Any,
 ) -> EvalRunResult:
     """Run ``target`` on each item's input (or take the item's ``output``), score it, report it.
 
-    Items run concurrently, at most ``max_items_in_flight`` at once; target calls have their own
-    bound. ``on_item_complete`` (one hook or several, sync or async) is called once per item with
-    its ``ItemResult``, failed items included; a hook that raises is logged and counted, and the
-    run goes on. One item's failure never stops the others; only a refused key or an exhausted
-    quota (``JudgeAuthError``) stops the run, since every later call would fail the same way.
+    **Limits.** ``options`` (a ``RunOptions`` or a mapping) and keyword arguments with the same
+    names (``max_items_in_flight`` or ``concurrency``, ``max_judge_requests_in_flight``,
+    ``judge_rpm``, ``retry``, ``request_timeout_s``, ``item_timeout_s``, ``cache``, ...) set
+    how the run goes; keywords win. Scorers that take a judge (the summarization scorer) get it
+    behind this run's bound on requests in flight, its request rate, its retries (with the
+    server's ``Retry-After``, slowing down on 429s) and its response cache. The run closes what
+    it opens (its copies of the judges, their connections, the cache).
 
-    ``item_timeout_s`` bounds one item's target call and scoring together; an item that takes
-    longer ends in error (``ItemTimeoutError``). Setting ``stop`` (for example from a signal
-    handler) starts no further item and gives those in flight ``shutdown_grace_s`` seconds to
-    finish; the rest are counted in ``unfinished``. ``progress_details`` adds figures (the
-    judge's request rate, retries, limits) to the progress display.
+    **Items.** Items run concurrently, at most ``max_items_in_flight`` at once; target calls have
+    their own bound. ``data`` as a list (any sequence) or a ``DatasetFile`` is checked whole
+    before any work; any other iterable (a generator) is drawn only as items start, so memory
+    stays flat, an invalid item raises ``InputError`` when it is reached, and ``total`` sizes the
+    progress bar. ``keep_results=False`` keeps no ``ItemResult`` (means and counts are still
+    computed): for runs that store each item as it completes.
 
-    ``data`` as a list (any sequence) is checked whole before any work. Any other iterable (a
-    generator reading a large dataset) is drawn only as items start, so memory stays flat; an
-    invalid item then raises ``InputError`` when it is reached, and ``total`` sizes the progress
-    bar. ``keep_results=False`` keeps no ``ItemResult`` (``EvalRunResult.items`` is empty;
-    means and counts are still computed): for runs whose hooks store each item as it completes.
+    **Hooks and failures.** ``on_item_complete`` (one hook or several, sync or async) is called
+    once per item with its ``ItemResult``, failed items included; a hook that raises is logged
+    and counted, and the run goes on. One item's failure never stops the others; only a refused
+    key or an exhausted quota (``JudgeAuthError``) stops the run, since every later call would
+    fail the same way: it is raised once the run's state is written. ``item_timeout_s`` bounds
+    one item; a slower one ends in error (``ItemTimeoutError``). Setting ``stop`` starts no
+    further item and gives those in flight ``shutdown_grace_s`` seconds to finish; the rest are
+    counted in ``unfinished``.
+
+    **A run directory.** With ``output_dir``, each finished item is appended to its journal at
+    once, and at the end the journal becomes Parquet tables (items, alignment, coverage,
+    aggregates) and a manifest (``config`` and ``overrides`` are recorded in it; by default the
+    scorers' and target's settings). ``resume=True`` continues the run in ``output_dir``: items
+    finished there are kept, those that ended in error are tried again, and the run is refused
+    (``ConfigError``) if its config, data or shard differ.
     """
+    opts = RunOptions.of(options, option_values)
     ids = _scorer_ids(scorers)
-    if max_items_in_flight < 1:
-        raise ConfigError(f"max_items_in_flight must be >= 1, got {max_items_in_flight}")
-    if item_timeout_s is not None and item_timeout_s <= 0:
-        raise ConfigError(f"item_timeout_s must be > 0 or None, got {item_timeout_s}")
-    items = _as_items(data, has_target=target is not None)
-    if isinstance(items, list):
-        total = len(items)
-    if on_item_complete is None:
-        hooks: list[Hook] = []
-    elif callable(on_item_complete):
-        hooks = [on_item_complete]
-    else:
-        hooks = list(on_item_complete)
+    hooks = _hooks(on_item_complete)
+    if resume and output_dir is None:
+        raise ConfigError("resume=True needs the output_dir of the run to continue")
+    items = _prepare(data, target is not None, opts.shard, total)
+    judges = JudgeStack(opts)
+    try:
+        # Opens the response cache: a cache that cannot be opened fails before any write.
+        bound = judges.bind(scorers)
+        recorder = None
+        if output_dir is not None:
+            plan = RunPlan(
+                options=opts,
+                config=config if config is not None else _described(scorers, target),
+                overrides=tuple(overrides),
+                dataset=items.dataset,
+                selected=items.selected,
+            )
+            recorder = RunRecorder.open(Path(output_dir), resume=resume, plan=plan)
+    except BaseException:
+        await judges.aclose()
+        raise
+    kept = recorder.kept if recorder is not None else frozenset()
+    to_do = None if items.selected is None else items.selected - len(kept)
     batch = _Batch(
-        scorers=scorers,
+        scorers=bound,
         ids=ids,
         target=target,
         hooks=hooks,
-        max_items_in_flight=max_items_in_flight,
-        max_target_calls_in_flight=max_target_calls_in_flight or max_items_in_flight,
-        reporter=ProgressReporter(total, details=progress_details) if progress else None,
-        item_timeout_s=item_timeout_s,
+        options=opts,
+        reporter=ProgressReporter(to_do, details=judges.describe) if opts.progress else None,
+        recorder=recorder,
         keep_results=keep_results,
     )
-    await batch.run(items, stop, shutdown_grace_s)
+    todo = ((p, item) for p, item in items.draw() if item.id not in kept)
+    stopped: BaseException | None = None
+    recorded: tuple[Manifest, dict[str, Path]] | None = None
+    try:
+        await batch.run(todo, stop, opts.shutdown_grace_s)
+    except BaseException as error:  # an interrupt, a cancellation, a bad row: still recorded
+        stopped = error
+        raise
+    finally:
+        try:
+            await judges.aclose()
+        finally:
+            if recorder is not None:
+                status, because = _outcome(batch, stopped)
+                recorded = recorder.finish(
+                    status=status,
+                    selected=items.selected,
+                    drawn=batch.drawn,
+                    judges=judges,
+                    hook_errors=batch.hook_errors,
+                    aborted_because=because,
+                    scorer_ids=ids,
+                )
     if batch.fatal:
         raise batch.fatal[0]
-    ordered = tuple(result for _, result in sorted(batch.done, key=lambda pair: pair[0]))
+    if recorded is not None:
+        manifest, tables = recorded
+        assert manifest.counts is not None
+        return EvalRunResult(
+            means=manifest.means,
+            counts=manifest.counts,
+            items=_ordered(batch),
+            hook_errors=batch.hook_errors,
+            unfinished=manifest.unfinished or 0,
+            status="interrupted" if manifest.status == "interrupted" else "completed",
+            max_error_rate=opts.max_error_rate,
+            judge_traffic=manifest.judge or JudgeTraffic(),
+            run_dir=Path(output_dir) if output_dir is not None else None,
+            manifest=manifest,
+            tables=tables,
+        )
+    unfinished = (to_do if to_do is not None else batch.drawn) - batch.finished
     return EvalRunResult(
         means={
             scorer_id: statistics.fmean(scores) if scores else None
             for scorer_id, scores in batch.scores.items()
         },
-        counts=RunCounts(
-            total=batch.finished,
-            scored=batch.statuses["scored"],
-            unscorable=batch.statuses["unscorable"],
-            errors=batch.statuses["error"],
-        ),
-        items=ordered,
+        counts=batch.counts,
+        items=_ordered(batch),
         hook_errors=batch.hook_errors,
-        unfinished=(total if total is not None else batch.drawn) - batch.finished,
+        unfinished=unfinished,
+        status="interrupted" if unfinished else "completed",
+        max_error_rate=opts.max_error_rate,
+        judge_traffic=JudgeTraffic(
+            name=judges.name,
+            requests=judges.requests,
+            retries=judges.retries,
+            throttled_429=judges.throttled,
+        ),
     )
+
+
+def _ordered(batch: _Batch) -> tuple[ItemResult, ...]:
+    return tuple(result for _, result in sorted(batch.done, key=lambda pair: pair[0]))
+
+
+def _outcome(batch: _Batch, stopped: BaseException | None) -> tuple[RunStatus, str | None]:
+    """How a recorded run ended: its status, and what stopped it when it was cut short.
+
+    ``completed`` becomes ``interrupted`` when items are left unfinished (the recorder counts
+    them).
+    """
+    fatal = batch.fatal[0] if batch.fatal else None
+    if isinstance(fatal, JudgeAuthError):
+        return "aborted", scrub(str(fatal))
+    if fatal is not None:
+        return "aborted", scrub(f"a finished item could not be recorded: {fatal!r}")
+    if isinstance(stopped, Exception):
+        return "aborted", scrub(f"{type(stopped).__name__}: {stopped}")
+    return ("interrupted", None) if stopped is not None else ("completed", None)
 
 
 def run_evals_sync(**kwargs: Any) -> EvalRunResult:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from summeval_runner._judges._protocol import AnalyzeStepResult, PreprocessStepResult
 
 Status = Literal["scored", "unscorable", "error"]
+# The dimensions a summarization result reports: each metric's name, and the result's (and the
+# items table's) column that holds it.
+METRICS: Mapping[str, str] = {
+    "score": "score",
+    "alignment": "alignment_score",
+    "coverage": "coverage_score",
+}
 
 
 class _Frozen(BaseModel):
@@ -72,6 +80,17 @@ class ErrorInfo(_Frozen):
     raw_reply: str | None = None
 
 
+def asked_questions(questions: Sequence[str], max_questions: int) -> tuple[str, ...]:
+    """The questions coverage is measured on: the first N, N = min(len(questions), max_questions).
+
+    The judge may return more than ``max_questions``; only these are asked and counted.
+
+    >>> asked_questions(["a", "b", "c"], 2)
+    ('a', 'b')
+    """
+    return tuple(questions[:max_questions])
+
+
 def alignment_of(preprocess: PreprocessStepResult) -> float:
     """Supported claims over all claims; 0 when there is no claim."""
     claims = preprocess.alignment
@@ -85,7 +104,7 @@ def coverage_of(
 
     A missing verdict counts as unanswered and verdicts beyond N are ignored; 0 when N is 0.
     """
-    asked = min(len(preprocess.questions), max_questions)
+    asked = len(asked_questions(preprocess.questions, max_questions))
     if asked == 0:
         return 0.0
     return sum(v.answered for v in analyze.coverage[:asked]) / asked
@@ -102,6 +121,8 @@ class SummarizationResult(_Frozen):
     ``status`` is ``"scored"``, ``"unscorable"`` (a blank summary or source: score 0 by rule, no
     judge call) or ``"error"`` (``score`` is ``None`` and ``error`` says why; never a 0 that could
     be averaged in). ``alignment_score`` and ``coverage_score`` are derived from the verdicts.
+    ``source`` and ``summary`` are the texts that were judged, as the scorer read them from the
+    input and the output.
 
     >>> result = SummarizationResult(status="unscorable", score=0.0, reason="The summary is empty.",
     ...                              max_questions=10, scale=1.0, judge="offline",
@@ -121,6 +142,15 @@ class SummarizationResult(_Frozen):
     scale: float
     judge: str
     prompt_version: str
+    source: str | None = None
+    summary: str | None = None
+
+    @property
+    def asked_questions(self) -> tuple[str, ...]:
+        """The questions coverage was measured on (the first ``max_questions``)."""
+        if self.preprocess_step_result is None:
+            return ()
+        return asked_questions(self.preprocess_step_result.questions, self.max_questions)
 
     @property
     def alignment_score(self) -> float | None:
@@ -137,23 +167,3 @@ class SummarizationResult(_Frozen):
         return coverage_of(
             self.preprocess_step_result, self.analyze_step_result, self.max_questions
         )
-
-
-def status_of(result: Any) -> Status:
-    """Any scorer's result read as a status: an ``ErrorInfo`` is an error; otherwise its
-    ``status`` attribute when that is ``unscorable`` or ``error``; otherwise ``scored``."""
-    if isinstance(result, ErrorInfo):
-        return "error"
-    status = getattr(result, "status", "scored")
-    if status == "unscorable":
-        return "unscorable"
-    return "error" if status == "error" else "scored"
-
-
-def number_of(result: Any) -> float | None:
-    """Any scorer's number: its ``score`` attribute, or the result itself when it is a number
-    (a bool is not); ``None`` otherwise."""
-    score = getattr(result, "score", result)
-    if isinstance(score, bool) or not isinstance(score, int | float):
-        return None
-    return float(score)

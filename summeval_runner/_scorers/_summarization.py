@@ -8,6 +8,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -54,6 +55,7 @@ from summeval_runner._scorers._result import (
     SummarizationResult,
     Usage,
     alignment_of,
+    asked_questions,
     coverage_of,
     score_of,
 )
@@ -150,6 +152,10 @@ class SummarizationScorer:
 
     Stateless: one instance serves any number of concurrent evaluations. Build it with
     ``create_summarization_scorer``.
+
+    A judge that holds connections (the OpenAI provider) keeps one HTTP client per event loop
+    and closes it when that loop ends (``asyncio.run`` ends it), so a scorer used alone leaks
+    nothing. ``async with scorer:`` or ``await scorer.aclose()`` closes it sooner.
     """
 
     judge: Judge
@@ -162,6 +168,30 @@ class SummarizationScorer:
         "questions drawn from the source, answered from the summary alone); the score is the "
         "lower of the two times the scale."
     )
+
+    def with_judge(self, judge: Judge) -> SummarizationScorer:
+        """The same scorer with another judge (the runner wraps judges in its limits)."""
+        return replace(self, judge=judge)
+
+    async def aclose(self) -> None:
+        """Close the judge's connections opened from the running event loop, if it holds any.
+
+        The scorer stays usable: a later call opens a new connection.
+        """
+        close = getattr(self.judge, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> SummarizationScorer:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     def source_of(self, input: Any, output: Any) -> str:
         """The text the summary is judged against, by the precedence of SPEC §1.2."""
@@ -189,6 +219,8 @@ class SummarizationScorer:
         ]
         if empty:
             return self._result(
+                source=source,
+                summary=summary,
                 status="unscorable",
                 score=0.0,
                 reason=f"The {' and the '.join(empty)} {'is' if len(empty) == 1 else 'are'} "
@@ -204,7 +236,7 @@ class SummarizationScorer:
                 PreprocessStepResult,
                 meter,
             )
-            asked = preprocess.questions[: self.options.max_questions]
+            asked = asked_questions(preprocess.questions, self.options.max_questions)
             answers = await self._ask(AnalyzeInput(summary, asked), AnalyzeReply, meter)
             analyze = AnalyzeStepResult(
                 coverage=tuple(
@@ -242,6 +274,8 @@ class SummarizationScorer:
             # A provider error's own count covers the runner's retries of the last call.
             attempts = calls - 1 + error.attempts if isinstance(error, JudgeAPIError) else calls
             return self._result(
+                source=source,
+                summary=summary,
                 status="error",
                 score=None,
                 reason=f"The {step} step failed: {error}",
@@ -257,6 +291,8 @@ class SummarizationScorer:
                 ),
             )
         return self._result(
+            source=source,
+            summary=summary,
             status="scored",
             score=score,
             reason=explanation.reason,
@@ -274,18 +310,10 @@ class SummarizationScorer:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self._run_and_close(input, output))
+            return asyncio.run(self.run(input=input, output=output))
         raise RuntimeError(
             "run_sync() was called from a running event loop; use await scorer.run(...)"
         )
-
-    async def _run_and_close(self, input: Any, output: Any) -> SummarizationResult:
-        try:
-            return await self.run(input=input, output=output)
-        finally:
-            close = getattr(self.judge, "aclose", None)
-            if close is not None:
-                await close()
 
     async def _ask(self, payload: StepInput, output_type: type[_Output], meter: _Meter) -> _Output:
         """One step: call the judge, validate the reply, re-ask a bounded number of times."""
@@ -344,6 +372,8 @@ class SummarizationScorer:
     def _result(
         self,
         *,
+        source: str,
+        summary: str,
         status: Status,
         score: float | None,
         reason: str,
@@ -364,6 +394,8 @@ class SummarizationScorer:
             scale=float(self.options.scale),
             judge=judge_name(self.judge),
             prompt_version=PROMPT_VERSION,
+            source=source,
+            summary=summary,
         )
 
 

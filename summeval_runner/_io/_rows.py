@@ -1,0 +1,192 @@
+"""From an item's results to its table rows: the one place a row is built.
+
+A finished item is kept in the journal as an ``ItemRecord``: its dataset position, its id, its
+status, and each scorer's outcome as a value (a ``SummarizationResult``, an ``ErrorInfo``, or
+the status, score and reason of any other scorer's result). ``rows_of`` turns a record into the
+rows it adds to ``items``, ``alignment`` and ``coverage``. Runs and merges both compact their
+journals through it, so a row of a merged run is built exactly as a row of a one-process run.
+The texts in a row are those the result says it judged; nothing is parsed a second time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from summeval_runner._io._tables import ITEMS_SCHEMA
+from summeval_runner._scorers._outcome import ItemResult, number_of, status_of
+from summeval_runner._scorers._result import ErrorInfo, Status, SummarizationResult
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OtherResult(_Frozen):
+    """Another scorer's result, as far as the tables keep it."""
+
+    status: Status
+    score: float | None
+    reason: str | None
+
+
+class ScorerOutcome(_Frozen):
+    """One scorer's outcome for one item: exactly one of the three fields is set."""
+
+    scorer_id: str
+    summarization: SummarizationResult | None = None
+    error: ErrorInfo | None = None
+    other: OtherResult | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ScorerOutcome:
+        kinds = [self.summarization, self.error, self.other]
+        if sum(kind is not None for kind in kinds) != 1:
+            raise ValueError(
+                f"scorer {self.scorer_id!r}: an outcome is a summarization result, an error or "
+                "another result, exactly one of them"
+            )
+        return self
+
+    @classmethod
+    def of(cls, scorer_id: str, result: Any) -> ScorerOutcome:
+        if isinstance(result, SummarizationResult):
+            return cls(scorer_id=scorer_id, summarization=result)
+        if isinstance(result, ErrorInfo):
+            return cls(scorer_id=scorer_id, error=result)
+        status = status_of(result)
+        reason = getattr(result, "reason", None)
+        return cls(
+            scorer_id=scorer_id,
+            other=OtherResult(
+                status=status,
+                score=number_of(result) if status != "error" else None,
+                reason=reason if isinstance(reason, str) else None,
+            ),
+        )
+
+
+class ItemRecord(_Frozen):
+    """A finished item as the journal keeps it. ``position`` is its place in the dataset."""
+
+    position: int
+    item_id: str
+    status: Status
+    # The dataset's metadata fields, as JSON text (values of any type, written as text).
+    metadata: str
+    target_latency_s: float | None
+    outcomes: tuple[ScorerOutcome, ...]
+
+    @classmethod
+    def of(cls, result: ItemResult, position: int) -> ItemRecord:
+        return cls(
+            position=position,
+            item_id=result.item_id,
+            status=result.status,
+            metadata=json.dumps(dict(result.metadata), ensure_ascii=False, default=str),
+            target_latency_s=result.target_latency_s,
+            outcomes=tuple(
+                ScorerOutcome.of(scorer_id, outcome)
+                for scorer_id, outcome in result.results.items()
+            ),
+        )
+
+
+def rows_of(record: ItemRecord, *, run_id: str, variant: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows one item adds to each table: a row per scorer in ``items``, a row per claim
+    verdict in ``alignment`` and a row per question asked in ``coverage``."""
+    rows: dict[str, list[dict[str, Any]]] = {"items": [], "alignment": [], "coverage": []}
+    for outcome in record.outcomes:
+        keys = {
+            "run_id": run_id,
+            "variant": variant,
+            "item_id": record.item_id,
+            "scorer_id": outcome.scorer_id,
+        }
+        row: dict[str, Any] = dict.fromkeys(ITEMS_SCHEMA.names) | keys
+        row |= {"target_latency_s": record.target_latency_s, "metadata": record.metadata}
+        if outcome.error is not None:
+            row |= {"status": "error", **_error_columns(outcome.error)}
+        elif outcome.other is not None:
+            row |= outcome.other.model_dump()
+        elif outcome.summarization is not None:
+            result = outcome.summarization
+            row |= _summarization_columns(result)
+            rows["alignment"] += _alignment_rows(result, keys)
+            rows["coverage"] += _coverage_rows(result, keys)
+        rows["items"].append(row)
+    return rows
+
+
+def _error_columns(error: ErrorInfo) -> dict[str, Any]:
+    return {
+        "error_type": error.type,
+        "error_message": error.message,
+        "error_step": error.step,
+        "error_attempts": error.attempts,
+        "error_raw_reply": error.raw_reply,
+    }
+
+
+def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
+    pre, ana = result.preprocess_step_result, result.analyze_step_result
+    asked = len(result.asked_questions)
+    usage = result.usage
+    columns = {
+        "status": result.status,
+        "score": result.score,
+        "alignment_score": result.alignment_score,
+        "coverage_score": result.coverage_score,
+        "claims": len(pre.alignment) if pre else None,
+        "supported_claims": sum(v.supported for v in pre.alignment) if pre else None,
+        "questions": asked if pre else None,
+        "answered_questions": sum(v.answered for v in ana.coverage[:asked]) if ana else None,
+        "reason": result.reason,
+        "source": result.source,
+        "summary": result.summary,
+        "judge": result.judge,
+        "prompt_version": result.prompt_version,
+        "max_questions": result.max_questions,
+        "scale": result.scale,
+        "judge_calls": usage.calls,
+        "judge_retries": usage.retries,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "judge_latency_s": (
+            usage.preprocess.latency_s + usage.analyze.latency_s + usage.reason.latency_s
+        ),
+    }
+    if result.error is not None:
+        columns |= _error_columns(result.error)
+    return columns
+
+
+def _alignment_rows(result: SummarizationResult, keys: dict[str, str]) -> list[dict[str, Any]]:
+    if result.preprocess_step_result is None:
+        return []
+    return [
+        keys | {"position": i, "claim": v.claim, "supported": v.supported, "reason": v.reason}
+        for i, v in enumerate(result.preprocess_step_result.alignment)
+    ]
+
+
+def _coverage_rows(result: SummarizationResult, keys: dict[str, str]) -> list[dict[str, Any]]:
+    if result.analyze_step_result is None:
+        return []
+    verdicts = result.analyze_step_result.coverage
+    rows: list[dict[str, Any]] = []
+    for i, question in enumerate(result.asked_questions):
+        verdict = verdicts[i] if i < len(verdicts) else None
+        rows.append(
+            keys
+            | {
+                "position": i,
+                "question": question,
+                "answered": bool(verdict and verdict.answered),
+                "reason": verdict.reason if verdict else None,
+                "verdict_missing": verdict is None,
+            }
+        )
+    return rows

@@ -1,0 +1,116 @@
+"""The judges of one run, behind the run's limits, retries and response cache.
+
+``run_evals`` gives every scorer that takes a judge (``judge`` and ``with_judge``, as the
+summarization scorer has) the same judge wrapped in this run's machinery: the response cache
+outside (a hit costs no request slot), then ``LimitedJudge`` (requests in flight, rate, retries,
+adaptive slow-down on 429s, request timeout). A judge that retries on its own (the OpenAI
+provider's SDK) is first replaced by a copy that does not (``without_retries()``), owned and
+closed by the run. Scorers that share one judge share one set of limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from summeval_runner._judges._protocol import Judge, judge_name
+from summeval_runner._runner._cache import (
+    CachedJudge,
+    ResponseCache,
+    cache_identity,
+    default_cache_path,
+)
+from summeval_runner._runner._limits import LimitedJudge
+from summeval_runner._runner._options import RunOptions
+
+
+@runtime_checkable
+class JudgedScorer(Protocol):
+    """A scorer whose judge the runner may wrap: the summarization scorer, or a user's own."""
+
+    @property
+    def judge(self) -> Judge: ...
+
+    def with_judge(self, judge: Judge) -> Any: ...
+
+
+class JudgeStack:
+    """Each distinct judge of a run, wrapped once; traffic counts and closing for all of them."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self._options = options
+        self._limited: dict[int, LimitedJudge] = {}
+        self._wrapped: dict[int, Judge] = {}
+        # Judges this run made (copies without SDK retries): the run closes them.
+        self._owned: list[Any] = []
+        self.cache: ResponseCache | None = None
+
+    def bind(self, scorers: Sequence[Any]) -> list[Any]:
+        """The scorers as this run uses them: each judged scorer with its judge wrapped."""
+        return [
+            scorer.with_judge(self._wrap(scorer.judge))
+            if isinstance(scorer, JudgedScorer)
+            else scorer
+            for scorer in scorers
+        ]
+
+    def _wrap(self, judge: Judge) -> Judge:
+        key = id(judge)
+        if key in self._wrapped:
+            return self._wrapped[key]
+        options = self._options
+        without_retries = getattr(judge, "without_retries", None)
+        sent: Judge = judge
+        if callable(without_retries):
+            sent = without_retries()
+            self._owned.append(sent)
+        limited = LimitedJudge(
+            sent,
+            max_in_flight=options.max_judge_requests_in_flight,
+            requests_per_minute=options.judge_rpm,
+            retry=options.retry,
+            request_timeout_s=options.request_timeout_s,
+        )
+        wrapped: Judge = limited
+        identity = cache_identity(judge)
+        if options.cache != "off" and identity is not None:
+            if self.cache is None:
+                self.cache = ResponseCache(
+                    options.cache_path or default_cache_path(), options.cache
+                )
+            wrapped = CachedJudge(limited, self.cache, identity)
+        self._limited[key] = limited
+        self._wrapped[key] = wrapped
+        return wrapped
+
+    @property
+    def name(self) -> str | None:
+        names = sorted({judge_name(limited.judge) for limited in self._limited.values()})
+        return ", ".join(names) or None
+
+    @property
+    def requests(self) -> int:
+        return sum(limited.requests_sent for limited in self._limited.values())
+
+    @property
+    def retries(self) -> int:
+        return sum(limited.retries for limited in self._limited.values())
+
+    @property
+    def throttled(self) -> int:
+        return sum(limited.throttled for limited in self._limited.values())
+
+    def describe(self) -> str:
+        """The judges' figures for the progress display."""
+        return "; ".join(limited.describe() for limited in self._limited.values())
+
+    async def aclose(self) -> None:
+        """Close the judges this run made, and the cache; the caller's own judges stay open."""
+        try:
+            for judge in self._owned:
+                close = getattr(judge, "aclose", None)
+                if close is not None:
+                    await close()
+        finally:
+            if self.cache is not None:
+                self.cache.close()

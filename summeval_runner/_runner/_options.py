@@ -1,0 +1,160 @@
+"""The run's options: every limit a run keeps, declared once, for Python callers and the CLI.
+
+``summeval-run``'s ``runner`` config group has exactly these names (plus ``resume``, a run
+directory to continue); the app builds a ``RunOptions`` from it and adds nothing of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from summeval_runner._errors import ConfigError
+from summeval_runner._io._shards import Shard
+from summeval_runner._runner._cache import CACHE_MODES, CacheMode
+from summeval_runner._runner._retry import RetryPolicy
+
+# The name Mastra's runEvals (the seed's API) gives the bound on items in flight.
+_ALIASES = {"concurrency": "max_items_in_flight"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How a run goes: bounds, pace, retries, timeouts, the response cache, and what it scores.
+
+    Every rule is checked when the object is built, and the message names the option, the rule
+    and the value (``max_items_in_flight must be >= 1, got 0``).
+
+    - ``max_items_in_flight`` (alias ``concurrency``): items being processed at once.
+    - ``max_target_calls_in_flight``: calls to the agent under test at once.
+    - ``max_judge_requests_in_flight``: judge requests at once, per judge; halved on a burst of
+      429s and raised again while requests succeed.
+    - ``judge_rpm``: judge requests per minute, paced evenly (``None``: no limit); adapts to
+      429s like the bound above.
+    - ``request_timeout_s``: seconds for one judge request, then it is retried; ``item_timeout_s``:
+      seconds for one item (agent and judge calls), then it is an error. ``None``: no limit.
+    - ``retry``: the retry policy of judge requests (a ``RetryPolicy`` or a mapping of its fields).
+    - ``cache``: the judge response cache, ``off``, ``read``, ``write`` or ``readwrite``, in
+      ``cache_path`` (``None``: ``$SUMMEVAL_CACHE_DIR``, else ``~/.cache/summeval_runner/``).
+    - ``shard``: ``"I/N"``, score only the items whose id hashes to shard I of N.
+    - ``shutdown_grace_s``: once ``stop`` is set, how long items in flight get to finish.
+    - ``progress``: show a progress bar (a plain line every 10 s when not on a terminal).
+    - ``max_error_rate``: the share of errored items a run may have and still pass
+      (``EvalRunResult.passed``).
+    - ``variant``: the run's label in every table (``None``: ``default``).
+
+    >>> RunOptions.of(None, {"concurrency": 4, "retry": {"max_attempts": 3}}).max_items_in_flight
+    4
+    >>> RunOptions(max_judge_requests_in_flight=0)
+    Traceback (most recent call last):
+    ...
+    summeval_runner._errors.ConfigError: max_judge_requests_in_flight must be an integer >= 1, got 0
+    """
+
+    max_items_in_flight: int = 16
+    max_target_calls_in_flight: int = 4
+    max_judge_requests_in_flight: int = 8
+    judge_rpm: float | None = None
+    request_timeout_s: float | None = 120.0
+    item_timeout_s: float | None = 900.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    cache: CacheMode = "readwrite"
+    cache_path: Path | None = None
+    shard: Shard | None = None
+    shutdown_grace_s: float = 30.0
+    progress: bool = False
+    max_error_rate: float = 0.0
+    variant: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_items_in_flight",
+            "max_target_calls_in_flight",
+            "max_judge_requests_in_flight",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("judge_rpm", "request_timeout_s", "item_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not _positive(value):
+                raise ConfigError(f"{name} must be > 0, or None (null) for no limit; got {value!r}")
+        if not _number(self.shutdown_grace_s) or self.shutdown_grace_s < 0:
+            raise ConfigError(f"shutdown_grace_s must be >= 0, got {self.shutdown_grace_s!r}")
+        rate = self.max_error_rate
+        if not _number(rate) or not 0 <= rate <= 1:
+            raise ConfigError(f"max_error_rate must be between 0 and 1, got {rate!r}")
+        if self.cache not in CACHE_MODES:
+            raise ConfigError(f"cache must be one of {', '.join(CACHE_MODES)}, got {self.cache!r}")
+        if not isinstance(self.retry, RetryPolicy):
+            raise ConfigError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}")
+        if self.shard is not None and not isinstance(self.shard, Shard):
+            raise ConfigError(f"shard must be 'I/N' or a Shard, got {self.shard!r}")
+        if self.variant is not None and (not isinstance(self.variant, str) or not self.variant):
+            raise ConfigError(f"variant must be a non-empty string or None, got {self.variant!r}")
+
+    @classmethod
+    def of(
+        cls, options: RunOptions | Mapping[str, Any] | None, overrides: Mapping[str, Any]
+    ) -> RunOptions:
+        """Options from an object or a mapping, with ``overrides`` (keyword arguments of
+        ``run_evals``) replacing its values. Names are those of the fields, or ``concurrency``;
+        ``retry`` may be a mapping, ``shard`` a string ``"I/N"``, ``cache_path`` a string."""
+        if options is None:
+            base = cls()
+        elif isinstance(options, RunOptions):
+            base = options
+        elif isinstance(options, Mapping):
+            base = cls()
+            overrides = {**options, **overrides}
+        else:
+            raise ConfigError(
+                f"options must be RunOptions, a mapping or None, got {type(options).__name__}"
+            )
+        changes = _normalised(overrides)
+        return replace(base, **changes) if changes else base
+
+
+def _normalised(values: Mapping[str, Any]) -> dict[str, Any]:
+    known = {f.name for f in fields(RunOptions)}
+    changes: dict[str, Any] = {}
+    for raw_name, value in values.items():
+        name = _ALIASES.get(str(raw_name), str(raw_name))
+        if name not in known:
+            raise ConfigError(
+                f"unknown run option {raw_name!r}; expected one of: "
+                f"{', '.join(sorted(known | set(_ALIASES)))}"
+            )
+        if name in changes:
+            raise ConfigError(
+                f"{name} is given twice (as {name} and as its alias concurrency); give one"
+            )
+        changes[name] = _coerced(name, value)
+    return changes
+
+
+def _coerced(name: str, value: Any) -> Any:
+    if name == "retry" and isinstance(value, Mapping):
+        unknown = sorted(set(map(str, value)) - {f.name for f in fields(RetryPolicy)})
+        if unknown:
+            raise ConfigError(f"retry: unknown setting {unknown[0]!r}")
+        try:
+            return RetryPolicy(**value)
+        except ConfigError as error:
+            raise ConfigError(f"retry.{error}") from None
+    if name == "shard" and isinstance(value, str):
+        return Shard.parse(value)
+    if name == "cache_path" and isinstance(value, str):
+        return Path(value)
+    return value
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive(value: object) -> bool:
+    return _number(value) and value > 0  # type: ignore[operator]

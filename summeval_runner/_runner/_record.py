@@ -1,0 +1,267 @@
+"""A run written to a directory: journal as items finish, tables and manifest at the end, resume.
+
+``RunRecorder.open`` checks the directory (a new run never overwrites another; a resumed one
+must be the same run), locks its journal, and writes the manifest with status ``running``
+before any item starts, so a run killed at any moment can be resumed. ``write`` appends each
+finished item to the journal. ``finish`` compacts the journal into the Parquet tables and
+writes the final manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from summeval_runner._errors import ConfigError, InputError
+from summeval_runner._io._journal import JOURNAL, RunWriter, journaled_statuses
+from summeval_runner._io._manifest import (
+    MANIFEST_SCHEMA_VERSION,
+    CacheUse,
+    DatasetInfo,
+    JudgeTraffic,
+    Manifest,
+    Resources,
+    Resumption,
+    RunStatus,
+    ShardInfo,
+    TokenTotals,
+    config_differences,
+    read_manifest,
+    redact,
+    write_manifest,
+)
+from summeval_runner._io._rows import ItemRecord
+from summeval_runner._io._tables import score_totals, token_totals
+from summeval_runner._runner._judge_stack import JudgeStack
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._scorers._outcome import ItemResult
+from summeval_runner._scorers._prompts import PROMPT_VERSION
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a recorded run is about to do: its items, and what decides its results."""
+
+    options: RunOptions
+    config: Mapping[str, Any]
+    overrides: tuple[str, ...]
+    dataset: DatasetInfo | None
+    # Items this run is to finish: the dataset's, or its shard's (None: not known in advance).
+    selected: int | None
+
+
+class RunRecorder:
+    """One run directory, from the first manifest to the last."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        writer: RunWriter,
+        manifest: Manifest,
+        kept: frozenset[str],
+        previous_duration_s: float,
+        options: RunOptions,
+    ) -> None:
+        self.run_dir = run_dir
+        self._options = options
+        self.manifest = manifest
+        # Items finished in an earlier part of the run, not scored again.
+        self.kept = kept
+        self._writer = writer
+        self._previous_duration_s = previous_duration_s
+        self._clock = time.perf_counter()
+        self._cpu_clock = time.process_time()
+
+    @classmethod
+    def open(cls, run_dir: Path, *, resume: bool, plan: RunPlan) -> RunRecorder:
+        """Check ``run_dir``, lock its journal and write the starting manifest.
+
+        ``ConfigError`` when a new run would write into a directory that holds one, or a
+        resumed run is not the same run (config, dataset, shard or layout differ).
+        """
+        started_at = datetime.now(timezone.utc)
+        previous = _previous(run_dir, plan) if resume else None
+        if previous is None and (run_dir / JOURNAL).exists():
+            # Appending would mix two runs in one set of tables; replacing would lose one.
+            raise ConfigError(
+                f"{run_dir} already holds a run; choose another directory, or continue that "
+                f"run (summeval-run runner.resume={run_dir}; in Python, resume=True)"
+            )
+        # Locks the run directory's journal before anything in it is written.
+        writer = RunWriter(run_dir, resume=previous is not None)
+        try:
+            finished = journaled_statuses(run_dir) if previous is not None else {}
+            # Items that ended in error are tried again on resume: most errors are transient.
+            kept = frozenset(item for item, status in finished.items() if status != "error")
+            options = plan.options
+            shard = options.shard
+            manifest = Manifest(
+                schema_version=MANIFEST_SCHEMA_VERSION,
+                run_id=previous.run_id if previous else uuid.uuid4().hex[:12],
+                variant=previous.variant if previous else options.variant or "default",
+                status="running",
+                started_at=previous.started_at if previous else started_at,
+                package_version=_package_version(),
+                prompt_version=PROMPT_VERSION,
+                python_version=platform.python_version(),
+                # Where it ran: a sharded run's parts run on several machines or processes.
+                host=platform.node(),
+                pid=os.getpid(),
+                config=dict(redact(plan.config)),
+                overrides=previous.overrides if previous else plan.overrides,
+                dataset=plan.dataset,
+                shard=(
+                    ShardInfo(index=shard.index, count=shard.count, items=plan.selected)
+                    if shard
+                    else None
+                ),
+                resumptions=(
+                    (
+                        *previous.resumptions,
+                        Resumption(
+                            at=started_at,
+                            items_kept=len(kept),
+                            items_to_score=(
+                                None if plan.selected is None else plan.selected - len(kept)
+                            ),
+                            overrides=plan.overrides,
+                        ),
+                    )
+                    if previous
+                    else ()
+                ),
+            )
+            # Written first, so that a run killed at any moment can be resumed: it holds the
+            # config.
+            write_manifest(run_dir, manifest)
+        except BaseException:
+            writer.close()
+            raise
+        duration = (previous.duration_s or 0.0) if previous else 0.0
+        return cls(run_dir, writer, manifest, kept, duration, plan.options)
+
+    def write(self, result: ItemResult, position: int) -> None:
+        self._writer.write(ItemRecord.of(result, position))
+
+    def finish(
+        self,
+        *,
+        status: RunStatus,
+        selected: int | None,
+        drawn: int,
+        judges: JudgeStack,
+        hook_errors: int,
+        aborted_because: str | None,
+        scorer_ids: Sequence[str],
+    ) -> tuple[Manifest, dict[str, Path]]:
+        """Compact the journal into the tables and write the final manifest."""
+        compacted = self._writer.finish(run_id=self.manifest.run_id, variant=self.manifest.variant)
+        tables, counts = compacted.tables, compacted.counts
+        expected = selected if selected is not None else len(self.kept) + drawn
+        unfinished = max(expected - counts.total, 0)
+        if status == "completed" and unfinished:
+            status = "interrupted"
+        before = self.manifest.judge or JudgeTraffic()
+        cache = judges.cache
+        manifest = self.manifest.model_copy(
+            update={
+                "status": status,
+                "aborted_because": aborted_because,
+                "finished_at": datetime.now(timezone.utc),
+                "duration_s": round(
+                    time.perf_counter() - self._clock + self._previous_duration_s, 3
+                ),
+                "counts": counts,
+                "unfinished": unfinished,
+                "hook_errors": self.manifest.hook_errors + hook_errors,
+                "means": {
+                    scorer_id: score_totals(tables["aggregates"], scorer_id)[1]
+                    for scorer_id in scorer_ids
+                },
+                "judge": JudgeTraffic(
+                    name=judges.name or before.name,
+                    requests=before.requests + judges.requests,
+                    retries=before.retries + judges.retries,
+                    throttled_429=before.throttled_429 + judges.throttled,
+                    cache=CacheUse(
+                        mode=self._options.cache,
+                        path=str(cache.path) if cache else None,
+                        hits=before.cache.hits + (cache.hits if cache else 0),
+                        stored=before.cache.stored + (cache.stored if cache else 0),
+                    ),
+                ),
+                "tokens": TokenTotals(**token_totals(tables["items"])),
+                "resources": Resources(
+                    cpu_s=round(time.process_time() - self._cpu_clock, 3),
+                    peak_rss_mb=peak_rss_mb(),
+                ),
+                "tables": {name: path.name for name, path in tables.items()},
+            }
+        )
+        write_manifest(self.run_dir, manifest)
+        self.manifest = manifest
+        return manifest, tables
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _previous(run_dir: Path, plan: RunPlan) -> Manifest:
+    """The manifest of the run to resume, checked to be the same run as the one planned."""
+    try:
+        previous = read_manifest(run_dir)
+    except InputError as error:
+        raise ConfigError(f"resume: {error}") from None
+    if previous.schema_version != MANIFEST_SCHEMA_VERSION:
+        raise ConfigError(
+            f"resume: {run_dir} was written by another version of summeval_runner (run "
+            f"directory schema {previous.schema_version}, this version writes "
+            f"{MANIFEST_SCHEMA_VERSION}); resume it with the version that started it"
+        )
+    differences = config_differences(previous.config, redact(plan.config))
+    if differences:
+        raise ConfigError(
+            "resume: the config differs from the run being resumed, so its items would not be "
+            "comparable: " + "; ".join(differences[:5])
+        )
+    before = f"{previous.shard.index}/{previous.shard.count}" if previous.shard else None
+    now = str(plan.options.shard) if plan.options.shard else None
+    if before != now:
+        raise ConfigError(
+            f"resume: the run being resumed is shard {before or 'none (all items)'}, now "
+            f"shard={now or 'null'}; resume it with the same shard"
+        )
+    sha_before = previous.dataset.sha256 if previous.dataset else None
+    sha_now = plan.dataset.sha256 if plan.dataset else None
+    if sha_before != sha_now:
+        path = plan.dataset.path if plan.dataset else None
+        what = f"the dataset {path}" if path else "the data"
+        raise ConfigError(
+            f"resume: {what} changed since the run began "
+            f"(sha256 {str(sha_before)[:12]}..., now {str(sha_now)[:12]}...)"
+        )
+    return previous
+
+
+def _package_version() -> str:
+    return version("summeval_runner")
+
+
+def peak_rss_mb() -> float | None:
+    """The process's peak resident memory so far, in MB (None where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux counts kilobytes, macOS bytes.
+    return round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)

@@ -1,0 +1,117 @@
+"""What an item came to: one item's results across scorers, its status, and a run's counts.
+
+These values sit below the run machinery so that everything which reads them (the runner, the
+tables, merges, comparisons) shares one definition of an item's status and of a run's counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from summeval_runner._scorers._result import ErrorInfo, Status
+
+
+def status_of(result: Any) -> Status:
+    """Any scorer's result read as a status: an ``ErrorInfo`` is an error; otherwise its
+    ``status`` attribute when that is ``unscorable`` or ``error``; otherwise ``scored``."""
+    if isinstance(result, ErrorInfo):
+        return "error"
+    status = getattr(result, "status", "scored")
+    if status == "unscorable":
+        return "unscorable"
+    return "error" if status == "error" else "scored"
+
+
+def number_of(result: Any) -> float | None:
+    """Any scorer's number: its ``score`` attribute, or the result itself when it is a number
+    (a bool is not); ``None`` otherwise."""
+    score = getattr(result, "score", result)
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        return None
+    return float(score)
+
+
+def scored_number(result: Any) -> float | None:
+    """A scored result's number; ``None`` for an unscorable or failed one."""
+    return number_of(result) if status_of(result) == "scored" else None
+
+
+def item_status(statuses: Iterable[Status]) -> Status:
+    """An item's status from its scorers' statuses: any error makes it an error, else any
+    unscorable makes it unscorable, else it is scored.
+
+    >>> item_status(["scored", "unscorable"])
+    'unscorable'
+    """
+    found = set(statuses)
+    if "error" in found:
+        return "error"
+    return "unscorable" if "unscorable" in found else "scored"
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One item's outcome: what the target produced and what each scorer made of it.
+
+    ``results`` maps each scorer's id to its result, or to an ``ErrorInfo`` when the scorer
+    raised, or when the target failed or the item timed out (then every scorer has it).
+    ``error`` is the item's first failure: the target's, else a scorer's.
+    """
+
+    item_id: str
+    input: Any
+    output: Any
+    metadata: Mapping[str, Any]
+    results: Mapping[str, Any]
+    error: ErrorInfo | None
+    target_latency_s: float | None
+
+    @property
+    def status(self) -> Status:
+        """``error`` if anything failed, else ``unscorable`` if a scorer said so, else scored."""
+        if self.error is not None:
+            return "error"
+        return item_status(status_of(result) for result in self.results.values())
+
+
+class RunCounts(BaseModel):
+    """Items finished in a run: all of them, and how many were scored, unscorable or errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    total: int = 0
+    scored: int = 0
+    unscorable: int = 0
+    errors: int = 0
+
+    @classmethod
+    def of(cls, statuses: Iterable[Status]) -> RunCounts:
+        """The counts of a list of item statuses.
+
+        >>> RunCounts.of(["scored", "error", "scored"])
+        RunCounts(total=3, scored=2, unscorable=0, errors=1)
+        """
+        listed = list(statuses)
+        return cls(
+            total=len(listed),
+            scored=listed.count("scored"),
+            unscorable=listed.count("unscorable"),
+            errors=listed.count("error"),
+        )
+
+    def __add__(self, other: RunCounts) -> RunCounts:
+        return RunCounts(
+            total=self.total + other.total,
+            scored=self.scored + other.scored,
+            unscorable=self.unscorable + other.unscorable,
+            errors=self.errors + other.errors,
+        )
+
+    @property
+    def error_rate(self) -> float:
+        """The share of finished items that ended in error (0 when none finished)."""
+        return self.errors / self.total if self.total else 0.0
