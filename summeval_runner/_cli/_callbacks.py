@@ -37,10 +37,9 @@ def _job_number(run_dir: Path) -> int:
 def _shard_group(run_dir: Path) -> tuple[str, ...] | None:
     """The job's overrides without its shard, for a shard's run; ``None`` for any other run."""
     manifest = read_manifest(run_dir)
-    if not manifest.get("shard"):
+    if manifest.shard is None:
         return None
-    overrides = manifest.get("overrides") or []
-    return tuple(sorted(o for o in overrides if not o.startswith("runner.shard=")))
+    return tuple(sorted(o for o in manifest.overrides if not o.startswith("runner.shard=")))
 
 
 def _merge_shards(sweep_dir: Path, run_dirs: list[Path]) -> list[Path]:

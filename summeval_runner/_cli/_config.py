@@ -1,7 +1,9 @@
 """The app's structured configs, registered in Hydra's ConfigStore.
 
-The YAML files in ``configs/`` fill these in; OmegaConf checks every value's type as the config
-is composed, and ``_app`` checks the rules (ranges, providers, import paths) before any work.
+The YAML files in ``summeval_runner/_configs/`` fill these in; OmegaConf checks every value's
+type as the config is composed, and ``_plan`` checks the rules (ranges, providers, import paths)
+before any work. The ``runner`` group is ``RunOptions`` field for field (its defaults are
+``RunOptions``'s), plus ``resume``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,12 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
+
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._retry import RetryPolicy
+
+_RUN = RunOptions()
+_RETRY = RetryPolicy()
 
 
 @dataclass
@@ -38,29 +46,31 @@ class ScorerConfig:
 
 @dataclass
 class RetryConfig:
-    max_attempts: int = 6
-    base_delay_s: float = 0.5
-    max_delay_s: float = 30.0
-    max_retry_after_s: float = 60.0
+    max_attempts: int = _RETRY.max_attempts
+    base_delay_s: float = _RETRY.base_delay_s
+    max_delay_s: float = _RETRY.max_delay_s
+    max_retry_after_s: float = _RETRY.max_retry_after_s
 
 
 @dataclass
 class RunnerConfig:
-    max_items_in_flight: int = 16
-    max_target_calls_in_flight: int = 4
-    max_judge_requests_in_flight: int = 8
-    judge_rpm: float | None = None
-    request_timeout_s: float | None = 120.0
-    item_timeout_s: float | None = 900.0
+    max_items_in_flight: int = _RUN.max_items_in_flight
+    max_target_calls_in_flight: int = _RUN.max_target_calls_in_flight
+    max_judge_requests_in_flight: int = _RUN.max_judge_requests_in_flight
+    judge_rpm: float | None = _RUN.judge_rpm
+    request_timeout_s: float | None = _RUN.request_timeout_s
+    item_timeout_s: float | None = _RUN.item_timeout_s
     retry: RetryConfig = field(default_factory=RetryConfig)
-    cache: str = "readwrite"
+    cache: str = _RUN.cache
     cache_path: str | None = None
+    # A run directory to continue; the one setting of this group that RunOptions has not.
     resume: str | None = None
     shard: str | None = None
-    shutdown_grace_s: float = 30.0
+    shutdown_grace_s: float = _RUN.shutdown_grace_s
+    # The app shows progress; run_evals in Python does not unless asked.
     progress: bool = True
-    max_error_rate: float = 0.0
-    variant: str | None = None
+    max_error_rate: float = _RUN.max_error_rate
+    variant: str | None = _RUN.variant
 
 
 @dataclass
@@ -77,7 +87,7 @@ class AppConfig:
 
 
 def register_configs(store: ConfigStore) -> None:
-    """Register the schema that ``configs/config.yaml`` builds on."""
+    """Register the schema that ``_configs/config.yaml`` builds on."""
     store.store(name="base_config", node=AppConfig)
 
 

@@ -11,10 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from summeval_runner._cli._app import print_summary
+from summeval_runner._cli._summary import print_summary
 from summeval_runner._errors import SummevalError
+from summeval_runner._io._manifest import read_manifest
 from summeval_runner._io._merge import merge_runs
-from summeval_runner._runner._run import RunCounts
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             "of the dataset are in no merged shard",
             file=sys.stderr,
         )
-    counts = RunCounts(**merged.counts)
-    print_summary(merged.run_dir, merged.tables["aggregates"], None, counts, None)
+    print_summary(merged.run_dir, read_manifest(merged.run_dir))
     return EXIT_OK
 
 

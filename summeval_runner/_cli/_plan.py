@@ -1,0 +1,166 @@
+"""From the composed config to the library's arguments: every option checked before any work.
+
+``plan`` turns the ``dataset``, ``target``, ``model``, ``scorer`` and ``runner`` groups into a
+``DatasetFile``, the agent, the scorer and ``RunOptions``; nothing here runs anything. A broken
+rule is a ``ConfigError`` that names the option (``runner.max_items_in_flight must be ...``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
+from hydra.types import RunMode
+from hydra.utils import instantiate, to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+
+from summeval_runner._errors import ConfigError, SummevalError
+from summeval_runner._io._datasets import DatasetFile, FieldMap
+from summeval_runner._judges._resolve import resolve_judge
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._scorers._summarization import SummarizationScorer, create_summarization_scorer
+
+
+@dataclass(frozen=True)
+class HydraJob:
+    """What Hydra's runtime knows about the job, read once and passed down.
+
+    ``output_dir`` is the job's own directory (``hydra.run.dir``, or a sweep's subdirectory);
+    ``overrides`` the command line's; ``multirun`` whether the job is one of a sweep.
+    """
+
+    output_dir: Path
+    overrides: tuple[str, ...]
+    multirun: bool
+
+    @classmethod
+    def current(cls) -> HydraJob:
+        hydra = HydraConfig.get()
+        return cls(
+            output_dir=Path(hydra.runtime.output_dir),
+            overrides=tuple(hydra.overrides.task),
+            multirun=hydra.mode == RunMode.MULTIRUN,
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The library's arguments for one run, built and checked from the config."""
+
+    run_dir: Path
+    resume: bool
+    dataset: DatasetFile
+    target: Callable[[Any], Any] | None
+    scorer: SummarizationScorer
+    options: RunOptions
+    # The resolved config, recorded in the manifest (secrets redacted there).
+    config: dict[str, Any]
+    overrides: tuple[str, ...]
+
+
+def plan(cfg: DictConfig, job: HydraJob) -> Plan:
+    """Check the config and build the run's parts; ``SummevalError`` naming what is wrong."""
+    options = _options(cfg.runner, job)
+    try:
+        judge = resolve_judge(_judge_settings(cfg.model))
+    except ConfigError as error:
+        raise ConfigError(f"model: {error}") from None
+    try:
+        scorer = create_summarization_scorer(
+            judge, {"max_questions": cfg.scorer.max_questions, "scale": cfg.scorer.scale}
+        )
+    except ConfigError as error:
+        raise ConfigError(f"scorer.{error}") from None
+    target = _build_target(cfg.target)
+    fields = cfg.dataset.fields
+    if target is None and not fields.output:
+        raise ConfigError(
+            "there is no target (the agent under test) and no dataset.fields.output to score; "
+            "pick one with target=<name>, or name the output field"
+        )
+    dataset = DatasetFile(
+        Path(to_absolute_path(cfg.dataset.path)),
+        FieldMap(
+            input=fields.input,
+            id=fields.id,
+            output=fields.output,
+            ground_truth=fields.ground_truth,
+            metadata=tuple(fields.metadata),
+        ),
+        format=cfg.dataset.format,
+        limit=cfg.dataset.limit,
+    )
+    resume = cfg.runner.resume
+    return Plan(
+        run_dir=Path(to_absolute_path(resume)) if resume else job.output_dir,
+        resume=bool(resume),
+        dataset=dataset,
+        target=target,
+        scorer=scorer,
+        options=options,
+        config=_container(cfg),
+        overrides=job.overrides,
+    )
+
+
+def _options(runner: DictConfig, job: HydraJob) -> RunOptions:
+    values = _container(runner)
+    values.pop("resume")
+    if values["cache_path"]:
+        values["cache_path"] = to_absolute_path(values["cache_path"])
+    values["variant"] = values["variant"] or _variant(job.overrides)
+    try:
+        return RunOptions.of(None, values)
+    except ConfigError as error:
+        raise ConfigError(f"runner.{error}") from None
+
+
+def _variant(overrides: tuple[str, ...]) -> str:
+    """The run's label from the command line: its overrides, less the runner's own settings."""
+    kept = [o for o in overrides if not o.startswith(("runner.", "hydra.", "+hydra", "~hydra"))]
+    return ",".join(sorted(kept)) or "default"
+
+
+def _container(node: DictConfig) -> dict[str, Any]:
+    values = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(values, dict)
+    return {str(key): value for key, value in values.items()}
+
+
+def _judge_settings(model: Any) -> Mapping[str, Any]:
+    settings = OmegaConf.to_container(model, resolve=True)
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"model must be a mapping with a provider, got {settings!r}")
+    return {str(key): value for key, value in settings.items()}
+
+
+def _build_target(node: Any) -> Callable[[Any], Any] | None:
+    if node is None or (isinstance(node, DictConfig) and len(node) == 0):
+        return None
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        raise ConfigError("target must be a config with _target_ (an import path), or empty")
+    try:
+        target = instantiate(node)
+    except InstantiationException as error:
+        cause = error.__cause__
+        if isinstance(cause, SummevalError):
+            raise ConfigError(str(cause)) from None
+        # Hydra's first line only says where to find more; the cause says what went wrong.
+        if cause is not None:
+            lines = str(cause).splitlines()
+            detail = " ".join(line.strip() for line in lines[1:] or lines)
+        else:
+            detail = str(error).splitlines()[0]
+        raise ConfigError(
+            f"target._target_ {node._target_!r} could not be built: {detail}"
+        ) from None
+    if not callable(target):
+        raise ConfigError(
+            f"target._target_ {node._target_!r} built a {type(target).__name__}, not a callable"
+        )
+    result: Callable[[Any], Any] = target
+    return result

@@ -1,0 +1,32 @@
+"""The command that resumes an interrupted run, as the user would type it."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def hydra_value(text: str) -> str:
+    """``text`` as a Hydra override value: quoted when it holds what the override grammar reads
+    as syntax (a sweep directory is named ``runner.shard=0_2,target.k=1``).
+
+    >>> hydra_value("outputs/run")
+    'outputs/run'
+    >>> hydra_value("multirun/runner.shard=0_2,target.k=1")
+    "'multirun/runner.shard=0_2,target.k=1'"
+    """
+    if re.fullmatch(r"[\w./:+@-]*", text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def resume_command(run_dir: Path, overrides: Sequence[str]) -> str:
+    """``summeval-run`` with the run's overrides and ``runner.resume=<run_dir>``.
+
+    >>> resume_command(Path("outputs/run"), ["target.k=2", "runner.resume=old"])
+    'summeval-run target.k=2 runner.resume=outputs/run'
+    """
+    kept = [o for o in overrides if not o.startswith("runner.resume=")]
+    return shlex.join(["summeval-run", *kept, f"runner.resume={hydra_value(str(run_dir))}"])

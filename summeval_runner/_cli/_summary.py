@@ -1,0 +1,39 @@
+"""What a finished run prints: its counts, where its results are, and its aggregates."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from summeval_runner._io._manifest import Manifest
+
+
+def print_summary(run_dir: Path, manifest: Manifest) -> None:
+    """The counts, the results directory and a table of the aggregates, on stdout; why the run
+    stopped, if it was aborted, on stderr."""
+    if manifest.aborted_because:
+        print(f"summeval-run: stopped: {manifest.aborted_because}", file=sys.stderr)
+    counts = manifest.counts
+    # A merge's duration is its shards' summed work, not a wall time: not shown.
+    timed = manifest.duration_s is not None and manifest.merged_from is None
+    took = f", in {manifest.duration_s:.1f} s" if timed else ""
+    if counts is not None:
+        print(
+            f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
+            f"{counts.errors} errors{took}"
+        )
+    print(f"results: {run_dir}")
+    aggregates = manifest.tables.get("aggregates")
+    if aggregates is None:
+        return
+    print(f"{'scorer':<22} {'metric':<10} {'n':>5} {'mean':>7}  {'95% CI':<17}")
+    for row in pq.read_table(run_dir / aggregates).to_pylist():
+        mean = f"{row['mean']:.3f}" if row["mean"] is not None else "n/a"
+        ci = (
+            f"[{row['ci95_low']:.3f}, {row['ci95_high']:.3f}]"
+            if row["ci95_low"] is not None
+            else ""
+        )
+        print(f"{row['scorer_id']:<22} {row['metric']:<10} {row['n']:>5} {mean:>7}  {ci:<17}")
