@@ -136,6 +136,10 @@ class ChatServer:
         self._throttled: Counter[str] = Counter()
         self._first_request: float | None = None
         self._lock = threading.Lock()
+        # Requests past the first `_answered_before_hold` wait for `release()` (None: none wait).
+        self._answered_before_hold: int | None = None
+        self._released = threading.Event()
+        self._arrivals = 0
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -150,6 +154,19 @@ class ChatServer:
         with self._lock:
             self._script.extend(entries)
 
+    def hold_after(self, requests: int) -> None:
+        """Answer the next ``requests`` requests, then hold every later one until ``release()``:
+        a run can then be stopped in the middle whatever the machine's speed."""
+        with self._lock:
+            self._answered_before_hold = self._arrivals + requests
+            self._released.clear()
+
+    def release(self) -> None:
+        """Answer the held requests, and every later one at once."""
+        with self._lock:
+            self._answered_before_hold = None
+        self._released.set()
+
     def fail_every_request(self, fault: Fault | None) -> None:
         with self._lock:
             self._always = fault
@@ -159,6 +176,7 @@ class ChatServer:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -259,6 +277,13 @@ class ChatServer:
                 )
                 if server.latency_s:
                     time.sleep(server.latency_s)
+                with server._lock:
+                    arrival = server._arrivals
+                    server._arrivals += 1
+                    limit = server._answered_before_hold
+                    held = limit is not None and arrival >= limit
+                if held:
+                    server._released.wait()
                 answer = server._next(body, record)
                 if answer == "drop":
                     self.close_connection = True  # no status line: the client sees a dropped link

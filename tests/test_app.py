@@ -1,12 +1,10 @@
-"""summeval-run end to end, in a subprocess, as a user runs it."""
+"""summeval-run end to end, as a user runs it: in this process, and once as the console script."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,46 +12,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner._io._tables import TABLES
+from tests.app import SAMPLE_ITEMS, SECRET, run_app, run_process, table
 from tests.chat_server import SUMMARY_REPLY, ChatServer, Fault
-
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_ITEMS = (
-    len((ROOT / "data" / "sample_articles.jsonl").read_text(encoding="utf-8").split("\n")) - 1
-)
-SECRET = "sk-test-SECRET-0123456789"
-
-
-def run_app(
-    run_dir: Path, *overrides: str, env: dict[str, str] | None = None, entry: str = "module"
-) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "summeval_runner"] if entry == "module" else ["summeval-run"]
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | (env or {})
-    return subprocess.run(
-        # Options (--config-dir) go before Hydra's positional overrides, as argparse wants.
-        [
-            *command,
-            *(o for o in overrides if o.startswith("--")),
-            f"hydra.run.dir={run_dir}",
-            *(o for o in overrides if not o.startswith("--")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=environment,
-        cwd=run_dir.parent,
-    )
-
-
-def table(run_dir: Path, name: str) -> pd.DataFrame:
-    return pd.read_parquet(run_dir / f"{name}.parquet")
 
 
 @pytest.fixture(scope="module")
 def default_run(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The defaults, run by the installed console script, with a key set that must not leak."""
     run_dir = tmp_path_factory.mktemp("runs") / "default"
-    return run_dir, run_app(run_dir, env={"OPENAI_API_KEY": SECRET}, entry="script")
+    completed = run_process(
+        ["summeval-run", f"hydra.run.dir={run_dir}"],
+        cwd=run_dir.parent,
+        env={"OPENAI_API_KEY": SECRET},
+    )
+    return run_dir, completed
 
 
 def test_the_defaults_do_the_whole_job_offline(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.app import run_app
 from tests.chat_server import ChatServer
-from tests.test_app import run_app
 
 BAD_DATA = {
     "duplicate.jsonl": '{"id": "a", "text": "One."}\n{"id": "a", "text": "Two."}\n',
@@ -27,7 +27,7 @@ CASES = [
     ("scorer.scale=-2", "scorer.scale must be > 0 and finite, got -2.0"),
     ("target._target_=no_such_module.Agent", "target._target_ 'no_such_module.Agent' could not be built: ModuleNotFoundError"),
     ("target.k=0", "target.k must be an integer >= 1, got 0"),
-    ("runner.judge_rpm=0", "runner.judge_rpm must be > 0 or null, got 0.0"),
+    ("runner.judge_rpm=0", "runner.judge_rpm must be > 0, or None (null) for no limit; got 0.0"),
     ("scorer.max_questions=ten", "Value 'ten' of type 'str' could not be converted to Integer"),
     ("dataset=no_such_dataset", "Could not find 'dataset/no_such_dataset'"),
 ]  # fmt: skip
@@ -74,5 +74,6 @@ def test_a_run_directory_that_holds_a_run_is_not_reused(tmp_path: Path) -> None:
     again = run_app(run_dir, "dataset.limit=3", "runner.progress=false")
 
     assert again.returncode == 2
-    assert f"hydra.run.dir {run_dir} already holds a run" in again.stderr
+    assert f"{run_dir} already holds a run; choose another directory" in again.stderr
+    assert f"runner.resume={run_dir}" in again.stderr
     assert {path: path.read_bytes() for path in run_dir.glob("*.parquet")} == before

@@ -1,4 +1,8 @@
-"""Comparing runs (issue 5): paired statistics, the regression gate, history, the HTML report."""
+"""Comparing runs (issue 5): paired statistics, the regression gate, history, the HTML report.
+
+``summeval-compare`` and ``summeval-run`` run in this process (``tests/app.py``); only the
+browser that opens the report is another process.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,7 +22,7 @@ import pytest
 
 from summeval_runner import compare_runs, write_report
 from summeval_runner._io._tables import ITEMS_SCHEMA
-from tests.test_app import run_app
+from tests.app import run_app, run_sweep, summeval_compare
 
 PLANTED = [f"item-{i:03d}" for i in range(0, 60, 3)]  # 20 items that get worse
 
@@ -75,12 +78,6 @@ def baseline_scores(count: int = 60, seed: int = 1) -> dict[str, tuple[float, fl
     return scores
 
 
-def compare_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["summeval-compare", *args], capture_output=True, text=True, timeout=120, check=False
-    )
-
-
 @pytest.fixture
 def planted(tmp_path: Path) -> tuple[Path, Path]:
     base = baseline_scores()
@@ -112,7 +109,9 @@ def test_the_gate_flags_the_planted_drop_with_its_dimension_and_worst_items(
 ) -> None:
     base, new = planted
 
-    gated = compare_cli(str(base), str(new), "--fail-if-drop", "0.02", "--out", str(tmp_path))
+    gated = summeval_compare(
+        str(base), str(new), "--fail-if-drop", "0.02", "--out", str(tmp_path), cwd=tmp_path
+    )
 
     assert gated.returncode == 1, gated.stderr
     lines = [line for line in gated.stderr.splitlines() if "regression" in line]
@@ -128,7 +127,9 @@ def test_an_identical_variant_passes_the_gate(tmp_path: Path) -> None:
     base = make_run(tmp_path / "base", "base", baseline_scores())
     same = make_run(tmp_path / "same", "same", baseline_scores())
 
-    gated = compare_cli(str(base), str(same), "--fail-if-drop", "0", "--out", str(tmp_path))
+    gated = summeval_compare(
+        str(base), str(same), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
+    )
 
     assert gated.returncode == 0, gated.stderr
     table = compare_runs([same], baseline=base)
@@ -143,7 +144,9 @@ def test_a_tiny_noisy_difference_on_few_items_is_not_significant(tmp_path: Path)
     new = make_run(tmp_path / "new", "new", noisy)
 
     table = compare_runs([new], baseline=base).set_index(["variant", "dimension"])
-    gated = compare_cli(str(base), str(new), "--fail-if-drop", "0", "--out", str(tmp_path))
+    gated = summeval_compare(
+        str(base), str(new), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
+    )
 
     assert table.loc[("new", "score"), "p_value"] > 0.05
     assert not table.loc[("new", "score"), "significant"]
@@ -158,7 +161,7 @@ def test_items_in_only_one_run_are_listed_not_dropped(tmp_path: Path) -> None:
     new = make_run(tmp_path / "new", "new", partial)
 
     row = compare_runs([new], baseline=base).query("dimension == 'score' and variant == 'new'")
-    printed = compare_cli(str(base), str(new), "--out", str(tmp_path))
+    printed = summeval_compare(str(base), str(new), "--out", str(tmp_path), cwd=tmp_path)
 
     assert list(row["items_only_here"].item()) == ["item-new"]
     assert list(row["items_only_in_baseline"].item()) == ["item-003", "item-007"]
@@ -168,7 +171,7 @@ def test_items_in_only_one_run_are_listed_not_dropped(tmp_path: Path) -> None:
 
 
 def test_a_directory_that_is_not_a_run_is_bad_input(tmp_path: Path) -> None:
-    completed = compare_cli(str(tmp_path), "--out", str(tmp_path))
+    completed = summeval_compare(str(tmp_path), "--out", str(tmp_path), cwd=tmp_path)
 
     assert completed.returncode == 2
     assert f"{tmp_path} is not a finished run directory" in completed.stderr
@@ -184,10 +187,16 @@ def test_history_compares_the_newest_run_with_the_earlier_ones(tmp_path: Path) -
             scores,
             started_at=f"2026-11-0{day}T03:00:00+00:00",
         )
-    make_run(folder / "other", "other-variant", baseline_scores(), started_at="2026-10-01")
+    # Timestamps as runs write them (UTC, with the offset); a date alone is the next test's.
+    make_run(
+        folder / "other",
+        "other-variant",
+        baseline_scores(),
+        started_at="2026-10-01T03:00:00+00:00",
+    )
 
-    completed = compare_cli(
-        "--history", str(folder), "--fail-if-drop", "0.05", "--out", str(tmp_path)
+    completed = summeval_compare(
+        "--history", str(folder), "--fail-if-drop", "0.05", "--out", str(tmp_path), cwd=tmp_path
     )
 
     assert completed.returncode == 1, completed.stderr
@@ -195,6 +204,18 @@ def test_history_compares_the_newest_run_with_the_earlier_ones(tmp_path: Path) -
     assert "(3 runs)" in completed.stdout
     assert "2026-11-03T03:00:00" in completed.stdout
     assert "nightly (2026-11-03/run): score dropped by 0.300" in completed.stderr
+
+
+def test_history_reads_a_run_whose_timestamp_has_no_offset(tmp_path: Path) -> None:
+    folder = tmp_path / "outputs"
+    make_run(folder / "old", "nightly", baseline_scores(), started_at="2026-10-01")
+    make_run(folder / "new", "nightly", baseline_scores(), started_at="2026-11-01T03:00:00+00:00")
+
+    completed = summeval_compare("--history", str(folder), "--out", str(tmp_path), cwd=tmp_path)
+
+    assert completed.returncode == 0, completed.stderr
+    assert "history of nightly" in completed.stdout
+    assert "(2 runs)" in completed.stdout
 
 
 class Elements(HTMLParser):
@@ -297,23 +318,7 @@ def test_a_report_of_one_run_has_every_item_and_its_verdicts(tmp_path: Path) -> 
 
 def test_a_sweep_writes_its_comparison_and_report(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "summeval_runner",
-            "-m",
-            f"hydra.sweep.dir={sweep}",
-            "target.k=1,3",
-            "dataset.limit=8",
-            "runner.progress=false",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-    )
+    completed = run_sweep(sweep, "target.k=1,3", "dataset.limit=8", "runner.progress=false")
 
     assert completed.returncode == 0, completed.stderr
     # Each variant's directory and label are its overrides (runner settings left out).
@@ -331,7 +336,9 @@ def test_runs_with_no_item_in_common_compare_without_a_difference(tmp_path: Path
     base = make_run(tmp_path / "base", "base", baseline_scores(count=3))
     other = make_run(tmp_path / "other", "other", {f"x-{i}": (0.5, 0.5, 0.5) for i in range(2)})
 
-    printed = compare_cli(str(base), str(other), "--fail-if-drop", "0", "--out", str(tmp_path))
+    printed = summeval_compare(
+        str(base), str(other), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
+    )
 
     assert printed.returncode == 0, printed.stderr
     score_lines = [line for line in printed.stdout.splitlines() if line.startswith("score")]

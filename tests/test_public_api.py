@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import pkgutil
+from pathlib import Path
 
 import summeval_runner
 
@@ -24,14 +26,18 @@ PUBLIC = {
     # what is scored
     "extract_tool_results",
     "ToolResult",
-    # the runner and datasets
+    # the runner, its options and datasets
     "run_evals",
     "run_evals_sync",
+    "RunOptions",
+    "RetryPolicy",
     "Scorer",
     "EvalRunResult",
     "ItemResult",
     "RunCounts",
+    "Manifest",
     "load_dataset",
+    "DatasetFile",
     "FieldMap",
     "Item",
     "DatasetError",
@@ -81,3 +87,59 @@ def test_every_other_module_is_private() -> None:
     modules = [m.name for m in pkgutil.iter_modules(summeval_runner.__path__)]
     assert modules
     assert all(name.startswith("_") for name in modules), modules
+
+
+# The layers, lowest first: a module imports only from its own layer or those before it.
+LAYERS = [
+    "_errors",
+    "_stats",
+    "_messages",
+    "_judges",
+    "_scorers",
+    "_io",
+    "_runner",
+    "_agents",
+    "_cli",
+]
+# Beside the runner, not inside it: the runner never imports the bundled agents.
+BESIDE = {"_agents": "_runner"}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "summeval_runner" or len(parts) < 2:
+        return None
+    name = parts[1]
+    return LAYERS.index(BESIDE.get(name, name)) if name in LAYERS else None
+
+
+def test_no_module_imports_a_layer_above_its_own_and_only_the_cli_imports_hydra() -> None:
+    package = Path(summeval_runner.__file__).parent
+    upward = []
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        own = _layer(module)
+        if own is None:
+            continue  # the package's front (__init__, __main__)
+        for imported in _imports(path):
+            layer = _layer(imported)
+            if layer is not None and layer > own:
+                upward.append(f"{module} imports {imported}")
+            if imported.split(".")[0] in ("hydra", "omegaconf") and not module.startswith(
+                "summeval_runner._cli"
+            ):
+                upward.append(f"{module} imports {imported}")
+        if module.startswith("summeval_runner._runner"):
+            assert not any(i.startswith("summeval_runner._agents") for i in _imports(path))
+    assert upward == []

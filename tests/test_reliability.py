@@ -1,6 +1,8 @@
 """Never lose work, never hammer the API: faults, retries, the cache, resume, interrupts.
 
-Every test runs the real app in a subprocess against the loopback server, through the openai SDK.
+Every test runs the real app against the loopback server, through the openai SDK: in this
+process, or in a subprocess where a signal or a second process is the point. A run that is to
+be stopped in the middle is held there by the server (``hold_after``), never caught by timing.
 """
 
 from __future__ import annotations
@@ -9,18 +11,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from summeval_runner._io._journal import RunWriter
+from tests.app import ENV, Completed, run_app, start_app, summeval_cache, table
 from tests.chat_server import ChatServer, Fault, FaultMix
 from tests.documents import write_dataset
-from tests.test_app import SECRET, run_app, table
 
-ENV = {"OPENAI_API_KEY": SECRET}
 # Fast retries: the tests check what is retried, not how long the waits are.
 FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
 
@@ -37,44 +38,34 @@ def openai_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str,
     )
 
 
-def start_app(run_dir: Path, *overrides: str) -> subprocess.Popen[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | ENV
-    return subprocess.Popen(
-        [sys.executable, "-m", "summeval_runner", f"hydra.run.dir={run_dir}", *overrides],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=run_dir.parent,
-    )
-
-
 def journal_lines(run_dir: Path) -> int:
     journal = run_dir / "journal.jsonl"
     return journal.read_text("utf-8").count("\n") if journal.exists() else 0
 
 
 def wait_for_items(run_dir: Path, count: int, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
+    # The deadline only turns a hung run into a failure; the count is reached by construction.
+    deadline = time.monotonic() + 120
     while journal_lines(run_dir) < count:
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "the run made no progress"
         time.sleep(0.02)
 
 
-def start_slow_run(
+def start_held_run(
     tmp_path: Path,
     server: ChatServer,
     *,
     items: int,
-    latency_s: float,
     in_flight: int,
     finished: int,
     extra: tuple[str, ...] = (),
 ) -> tuple[tuple[str, ...], Path, subprocess.Popen[str]]:
-    """Start a run against a slow server and return once ``finished`` items are journaled:
-    the overrides that made it, its directory, and its process (still running)."""
-    server.latency_s = latency_s
+    """Start a run in a subprocess and return once ``finished`` items are journaled, with the
+    server holding every later request: the run cannot finish until ``server.release()``.
+    Returns the overrides that made it, its directory, and its process (still running)."""
+    # Enough answers for `finished` items, whichever items in flight they went to.
+    server.hold_after(3 * finished + 2 * in_flight)
     dataset = write_dataset(tmp_path / "docs.jsonl", items)
     overrides = openai_run(server, dataset, f"runner.max_items_in_flight={in_flight}", *extra)
     run_dir = tmp_path / "run"
@@ -283,14 +274,8 @@ def test_summeval_cache_reports_and_clears_the_cache(
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
     run_app(tmp_path / "a", *openai_run(chat_server, dataset), env=ENV)
 
-    def cache(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["summeval-cache", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    def cache(*args: str) -> Completed:
+        return summeval_cache(*args, cwd=tmp_path)
 
     info = cache("info")
     cleared = cache("clear")
@@ -308,18 +293,13 @@ def test_summeval_cache_reports_and_clears_the_cache(
 def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
-    overrides, killed, process = start_slow_run(
-        tmp_path,
-        chat_server,
-        items=40,
-        latency_s=0.02,
-        in_flight=4,
-        finished=12,
-        extra=("runner.cache=off",),
+    overrides, killed, process = start_held_run(
+        tmp_path, chat_server, items=40, in_flight=4, finished=12, extra=("runner.cache=off",)
     )
     dataset = tmp_path / "docs.jsonl"
     process.send_signal(signal.SIGKILL)
     process.communicate()
+    chat_server.release()
     # Whole lines only: the kill may have cut the last one short.
     whole_lines = (killed / "journal.jsonl").read_text("utf-8").split("\n")[:-1]
     done = {json.loads(line)["item_id"] for line in whole_lines}
@@ -349,12 +329,14 @@ def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
 def test_ctrl_c_or_sigterm_writes_everything_reports_the_unfinished_and_resumes(
     tmp_path: Path, chat_server: ChatServer, signum: signal.Signals, code: int
 ) -> None:
-    overrides, run_dir, process = start_slow_run(
-        tmp_path, chat_server, items=30, latency_s=0.05, in_flight=2, finished=3
+    overrides, run_dir, process = start_held_run(
+        tmp_path, chat_server, items=30, in_flight=2, finished=3
     )
 
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=60)
+    # The items in flight, held by the server until now, finish within the grace period.
+    chat_server.release()
+    _, stderr = process.communicate(timeout=120)
 
     assert process.returncode == code
     finished = len(table(run_dir, "items"))
@@ -374,14 +356,19 @@ def test_ctrl_c_or_sigterm_writes_everything_reports_the_unfinished_and_resumes(
 def test_a_second_ctrl_c_exits_at_once_and_the_run_still_resumes(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
-    overrides, run_dir, process = start_slow_run(
-        tmp_path, chat_server, items=20, latency_s=0.3, in_flight=4, finished=1
+    overrides, run_dir, process = start_held_run(
+        tmp_path, chat_server, items=20, in_flight=4, finished=1
     )
 
     process.send_signal(signal.SIGINT)
-    time.sleep(0.05)
+    # The second comes once the first is handled (the app says so), while the items in flight
+    # are still held by the server: only exiting at once ends the run now.
+    assert process.stderr is not None
+    while "SIGINT received" not in (line := process.stderr.readline()):
+        assert line, "the run ended before it said it received the signal"
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=60)
+    process.communicate(timeout=120)
+    chat_server.release()
 
     assert process.returncode == 130
     resumed = run_app(run_dir, *overrides, f"runner.resume={run_dir}", env=ENV)
@@ -431,18 +418,21 @@ def test_processes_running_at_once_share_the_cache_safely(
 def test_a_run_still_being_written_cannot_be_resumed_alongside(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
-    overrides, run_dir, process = start_slow_run(
-        tmp_path, chat_server, items=30, latency_s=0.1, in_flight=2, finished=1
-    )
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    overrides = openai_run(chat_server, dataset)
+    run_dir = tmp_path / "run"
+    assert run_app(run_dir, *overrides, env=ENV).returncode == 0
     journal_before = (run_dir / "journal.jsonl").read_bytes()
-
-    second = run_app(tmp_path / "other", *overrides, f"runner.resume={run_dir}", env=ENV)
-    process.send_signal(signal.SIGKILL)
-    process.communicate()
+    manifest_before = (run_dir / "manifest.json").read_bytes()
+    # Another writer holds the run directory, as a summeval-run still running it does.
+    still_running = RunWriter(run_dir, resume=True)
+    try:
+        second = run_app(tmp_path / "other", *overrides, f"runner.resume={run_dir}", env=ENV)
+    finally:
+        still_running.close()
 
     assert second.returncode == 2
     assert f"{run_dir} is being written by another summeval-run" in second.stderr
-    # The refused resume wrote nothing into the run: the journal only grew by whole lines,
-    # and the manifest records no resumption.
-    assert (run_dir / "journal.jsonl").read_bytes().startswith(journal_before)
-    assert json.loads((run_dir / "manifest.json").read_text("utf-8"))["resumptions"] == []
+    # The refused resume wrote nothing into the run.
+    assert (run_dir / "journal.jsonl").read_bytes() == journal_before
+    assert (run_dir / "manifest.json").read_bytes() == manifest_before

@@ -1,4 +1,10 @@
-"""Shards, merges and Hydra launchers: a run split across processes equals the run made in one."""
+"""Shards, merges and Hydra launchers: a run split across processes equals the run made in one.
+
+The runs, sweeps with Hydra's basic launcher and merges run in this process (``tests/app.py``);
+the launchers that start worker processes (joblib, Submitit's local executor, a local Ray
+instance) and the check that another interpreter splits alike run in subprocesses, since a
+process is what they test.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import compose, initialize_config_module
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 
@@ -20,32 +26,26 @@ from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._compare import history
 from summeval_runner._io._shards import Shard, shard_of
+from tests.app import ROOT, SAMPLE_ITEMS, SECRET, run_app, run_process, run_sweep, summeval_merge
 from tests.chat_server import ChatServer
-from tests.test_app import ROOT, SAMPLE_ITEMS, SECRET, run_app
 
 # Columns that differ between any two runs of the same config: the run's id and the clock.
 VOLATILE = ["run_id", "judge_latency_s", "target_latency_s"]
 TABLE_NAMES = ("items", "alignment", "coverage", "aggregates")
+# Every run here is its own: no judge cache shared with another run or test, no progress bar.
+QUIET = ("runner.progress=false", "runner.cache=off")
 
 
-def run_sweep(
-    sweep_dir: Path, *overrides: str, env: dict[str, str] | None = None, timeout: int = 180
+def launch_sweep(
+    sweep_dir: Path, *overrides: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")} | (env or {})
-    return subprocess.run(
-        [
-            "summeval-run",
-            "-m",
-            f"hydra.sweep.dir={sweep_dir}",
-            "runner.progress=false",
-            "runner.cache=off",
-            *overrides,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environment,
+    """``summeval-run -m`` as the installed console script, for launchers that start worker
+    processes. The timeout only turns a hung launcher into a failure."""
+    return run_process(
+        ["summeval-run", "-m", f"hydra.sweep.dir={sweep_dir}", *QUIET, *overrides],
         cwd=sweep_dir.parent,
+        env=env,
+        timeout=timeout,
     )
 
 
@@ -62,18 +62,21 @@ def assert_same_tables(merged: Path, one_machine: Path) -> None:
 
 
 def manifest(run_dir: Path) -> dict[str, object]:
+    """manifest.json as it is on disk: the contract with whoever reads a run directory."""
     loaded: dict[str, object] = json.loads((run_dir / "manifest.json").read_text())
     return loaded
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The sample run made in one process, and the same run in two shards (a sweep)."""
+    """The sample run made in one process, and the same run in two shards (a sweep), once for
+    the module: each test reads them, and copies what it changes."""
     base = tmp_path_factory.mktemp("shards")
     one = base / "one"
-    assert run_app(one, "runner.cache=off", "runner.progress=false").returncode == 0
+    completed = run_app(one, *QUIET)
+    assert completed.returncode == 0, completed.stderr
     sweep = base / "sweep"
-    completed = run_sweep(sweep, "runner.shard=0/2,1/2")
+    completed = run_sweep(sweep, *QUIET, "runner.shard=0/2,1/2")
     assert completed.returncode == 0, completed.stderr
     return {
         "one": one,
@@ -96,19 +99,15 @@ def test_shards_split_items_by_id_the_same_way_in_every_process() -> None:
         "from summeval_runner._io._shards import shard_of\n"
         "print([shard_of(f'doc-{i}', 4) for i in range(50)])"
     )
-    other = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=os.environ | {"PYTHONHASHSEED": "12345"},
-    )
+    other = run_process([sys.executable, "-c", script], cwd=ROOT, env={"PYTHONHASHSEED": "12345"})
+    assert other.returncode == 0, other.stderr
     assert other.stdout.strip() == str([shard_of(f"doc-{i}", 4) for i in range(50)])
 
 
 @pytest.mark.parametrize("spec", ["2/2", "0/0", "1", "a/b", "-1/2"])
 def test_a_bad_shard_is_named_with_the_rule(spec: str) -> None:
-    with pytest.raises(ConfigError, match=r"runner\.shard must be I/N") as raised:
+    # The library names no setting (the CLI adds "runner."): the message starts with the rule.
+    with pytest.raises(ConfigError, match=r"^shard must be I/N") as raised:
         Shard.parse(spec)
     assert repr(spec) in str(raised.value)
 
@@ -141,11 +140,8 @@ def test_two_shards_merged_equal_the_run_made_on_one_machine(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "merged"
-    completed = subprocess.run(
-        ["summeval-merge", str(runs["shard1"]), str(runs["shard0"]), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    completed = summeval_merge(
+        str(runs["shard1"]), str(runs["shard0"]), "--out", str(out), cwd=tmp_path
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -175,12 +171,7 @@ def test_history_counts_a_merged_run_once_and_never_its_shards(runs: dict[str, P
 
 
 def test_a_missing_shard_is_refused_unless_allowed(runs: dict[str, Path], tmp_path: Path) -> None:
-    refused = subprocess.run(
-        ["summeval-merge", str(runs["shard0"]), "--out", str(tmp_path / "refused")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = summeval_merge(str(runs["shard0"]), "--out", str(tmp_path / "refused"), cwd=tmp_path)
     assert refused.returncode == 2
     assert "shard 1/2 missing (of 2 shards)" in refused.stderr
     assert "--allow-missing" in refused.stderr
@@ -192,6 +183,7 @@ def test_a_missing_shard_is_refused_unless_allowed(runs: dict[str, Path], tmp_pa
     assert not partial.complete
     assert partial.missing_shards == ("1/2",)
     assert partial.missing_items == SAMPLE_ITEMS - shard0_items
+    assert partial.counts.total == shard0_items
     recorded = manifest(tmp_path / "partial")
     assert recorded["status"] == "partial"
     assert recorded["missing"]["shards"] == ["1/2"]  # type: ignore[index]
@@ -222,7 +214,8 @@ def test_overlapping_shards_are_refused(runs: dict[str, Path], tmp_path: Path) -
         merge_runs([runs["shard0"], runs["shard0"]], tmp_path / "twice")
 
     other_split = tmp_path / "third"
-    assert run_app(other_split, "runner.shard=0/3", "runner.cache=off").returncode == 0
+    completed = run_app(other_split, "runner.shard=0/3", *QUIET)
+    assert completed.returncode == 0, completed.stderr
     with pytest.raises(InputError, match=r"shards of different splits.*0/2.*0/3"):
         merge_runs([runs["shard0"], runs["shard1"], other_split], tmp_path / "mixed")
     assert not (tmp_path / "twice").exists()
@@ -233,7 +226,8 @@ def test_shards_of_different_configs_or_a_full_run_are_refused(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     other = tmp_path / "k1"
-    assert run_app(other, "runner.shard=1/2", "target.k=1", "runner.cache=off").returncode == 0
+    completed = run_app(other, "runner.shard=1/2", "target.k=1", *QUIET)
+    assert completed.returncode == 0, completed.stderr
 
     with pytest.raises(InputError, match=r"not a shard of the same run.*target\.k was 3, now 1"):
         merge_runs([runs["shard0"], other], tmp_path / "mixed")
@@ -248,13 +242,23 @@ def test_shards_of_different_configs_or_a_full_run_are_refused(
 
 
 def test_a_shard_resumes_only_as_the_same_shard(runs: dict[str, Path], tmp_path: Path) -> None:
-    # A sweep's directory names hold "=" and ",": quoted, as the interrupted run prints them.
+    # A copy, named as a sweep names its jobs ("=" and ","): a refused resume must leave it as
+    # it was.
+    shard0 = tmp_path / "runner.shard=0_2,target.k=3"
+    shutil.copytree(runs["shard0"], shard0)
+    before = {path: path.read_bytes() for path in shard0.rglob("*") if path.is_file()}
+
+    # Quoted, as the interrupted run prints the command that resumes it.
     completed = run_app(
-        tmp_path / "ignored", f"runner.resume='{runs['shard0']}'", "runner.shard=1/2"
+        tmp_path / "ignored", f"runner.resume='{shard0}'", "runner.shard=1/2", "runner.cache=off"
     )
 
     assert completed.returncode == 2
-    assert "the run being resumed is shard 0/2, now runner.shard=1/2" in completed.stderr
+    assert (
+        "summeval-run: error: resume: the run being resumed is shard 0/2, now shard=1/2; "
+        "resume it with the same shard"
+    ) in completed.stderr
+    assert {path: path.read_bytes() for path in shard0.rglob("*") if path.is_file()} == before
 
 
 def test_joblib_reuses_worker_processes_job_after_job(
@@ -263,7 +267,7 @@ def test_joblib_reuses_worker_processes_job_after_job(
     """Four jobs (two variants x two shards) on two worker processes, with the OpenAI judge:
     a client, throttle or event loop kept from one job would break the next on that worker."""
     sweep = tmp_path / "sweep"
-    completed = run_sweep(
+    completed = launch_sweep(
         sweep,
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
@@ -300,7 +304,7 @@ def test_joblib_reuses_worker_processes_job_after_job(
 
 
 def test_a_failed_job_under_joblib_fails_the_command(tmp_path: Path) -> None:
-    completed = run_sweep(
+    completed = launch_sweep(
         tmp_path / "sweep",
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
@@ -309,8 +313,20 @@ def test_a_failed_job_under_joblib_fails_the_command(tmp_path: Path) -> None:
 
     assert completed.returncode == 2
     assert "runner.shard must be I/N" in completed.stderr
+    assert "'5/2'" in completed.stderr
     assert "1 sweep job(s) failed: runner.shard=5_2 (exit 2)" in completed.stderr
     # The good job's run is whole.
+    assert (tmp_path / "sweep" / "runner.shard=0_2" / "items.parquet").exists()
+
+
+def test_a_failed_job_in_a_sweep_fails_the_command(tmp_path: Path) -> None:
+    """The same with Hydra's basic launcher, whose jobs run in the command's own process."""
+    completed = run_sweep(tmp_path / "sweep", *QUIET, "runner.shard=0/2,5/2")
+
+    assert completed.returncode == 2
+    assert "runner.shard must be I/N" in completed.stderr
+    assert "'5/2'" in completed.stderr
+    assert "1 sweep job(s) failed: runner.shard=5_2 (exit 2)" in completed.stderr
     assert (tmp_path / "sweep" / "runner.shard=0_2" / "items.parquet").exists()
 
 
@@ -319,7 +335,7 @@ def test_submitit_runs_the_shards_as_it_would_on_slurm(
 ) -> None:
     """Submitit's local executor: the same pickled job and process model as SLURM's."""
     sweep = tmp_path / "sweep"
-    completed = run_sweep(sweep, "hydra/launcher=submitit_local", "runner.shard=0/2,1/2")
+    completed = launch_sweep(sweep, "hydra/launcher=submitit_local", "runner.shard=0/2,1/2")
 
     assert completed.returncode == 0, completed.stderr
     assert_same_tables(sweep / "merged" / "default", runs["one"])
@@ -330,14 +346,13 @@ def test_ray_runs_a_two_shard_job_on_a_local_instance(
 ) -> None:
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
     sweep = tmp_path / "sweep"
-    completed = run_sweep(
+    completed = launch_sweep(
         sweep,
         "hydra/launcher=ray",
         "+hydra.launcher.ray.init.num_cpus=2",
         "+hydra.launcher.ray.init.include_dashboard=false",
         "runner.shard=0/2,1/2",
         env={"RAY_USAGE_STATS_ENABLED": "0"},
-        timeout=240,
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -347,9 +362,13 @@ def test_ray_runs_a_two_shard_job_on_a_local_instance(
 def test_the_cluster_launcher_configs_compose() -> None:
     register_configs(ConfigStore.instance())
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
-        slurm = compose("config", ["hydra/launcher=slurm"], return_hydra_config=True)
-        ray = compose("config", ["hydra/launcher=ray_cluster"], return_hydra_config=True)
+    try:
+        # The configs the installed package ships, as summeval-run reads them.
+        with initialize_config_module("summeval_runner._configs", version_base=None):
+            slurm = compose("config", ["hydra/launcher=slurm"], return_hydra_config=True)
+            ray = compose("config", ["hydra/launcher=ray_cluster"], return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
     launcher = slurm.hydra.launcher
     assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
     assert launcher.array_parallelism == 8

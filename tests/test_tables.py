@@ -1,4 +1,4 @@
-"""The run writer: journal, compaction, aggregates."""
+"""The run writer: journal, compaction, aggregates; and the one function that builds rows."""
 
 from __future__ import annotations
 
@@ -7,22 +7,32 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from summeval_runner import ErrorInfo
-from summeval_runner._io._tables import RunWriter, journaled_statuses, scorer_rows, t_critical_95
+from summeval_runner import ErrorInfo, ItemResult
+from summeval_runner._io._journal import RunWriter, journaled_statuses
+from summeval_runner._io._rows import ItemRecord, rows_of
+from summeval_runner._stats import t_critical_95
+
+
+def record(item_id: str, result: object, position: int = 0) -> ItemRecord:
+    """The journal record of an item whose one scorer ("s") gave ``result``."""
+    item = ItemResult(
+        item_id=item_id,
+        input="src",
+        output="sum",
+        metadata={},
+        results={"s": result},
+        error=None,
+        target_latency_s=0.1,
+    )
+    return ItemRecord.of(item, position)
 
 
 def rows(item_id: str, result: object) -> dict[str, list[dict[str, object]]]:
-    return scorer_rows(
-        run_id="r1",
-        variant="v",
-        item_id=item_id,
-        scorer_id="s",
-        result=result,
-        source="src",
-        summary="sum",
-        target_latency_s=0.1,
-        metadata={},
-    )
+    return rows_of(record(item_id, result), run_id="r1", variant="v")
+
+
+def finish(writer: RunWriter) -> dict[str, Path]:
+    return writer.finish(run_id="r1", variant="v").tables
 
 
 class Scored:
@@ -40,8 +50,8 @@ def test_a_secret_quoted_in_an_error_never_reaches_disk(
     writer = RunWriter(tmp_path)
     error = ErrorInfo(type="JudgeAPIError", message="bad request with key sk-live-abcdef123456")
 
-    writer.write(0, "a", rows("a", error))
-    writer.finish()
+    writer.write(record("a", error))
+    finish(writer)
 
     for path in tmp_path.iterdir():
         assert b"sk-live-abcdef123456" not in path.read_bytes(), path
@@ -54,16 +64,16 @@ def test_a_secret_quoted_in_an_error_never_reaches_disk(
 def journal_cut_short_after_a(run_dir: Path) -> None:
     """A journal holding item "a", then item "b"'s line cut short, as a crash leaves it."""
     writer = RunWriter(run_dir)
-    writer.write(0, "a", rows("a", Scored(0.5)))
+    writer.write(record("a", Scored(0.5)))
     writer.close()
     with (run_dir / "journal.jsonl").open("a", encoding="utf-8") as journal:
-        journal.write('{"position": 1, "item_id": "b", "items": [{"run_id": "r1", "item')
+        journal.write(record("b", Scored(0.25), 1).model_dump_json()[:40])
 
 
 def test_a_journal_line_cut_short_by_a_crash_is_ignored(tmp_path: Path) -> None:
     journal_cut_short_after_a(tmp_path)
 
-    RunWriter(tmp_path).finish()
+    finish(RunWriter(tmp_path))
 
     assert pd.read_parquet(tmp_path / "items.parquet")["item_id"].tolist() == ["a"]
 
@@ -72,8 +82,8 @@ def test_a_resumed_journal_drops_the_cut_line_and_appends_whole_lines(tmp_path: 
     journal_cut_short_after_a(tmp_path)
 
     resumed = RunWriter(tmp_path, resume=True)
-    resumed.write(1, "b", rows("b", Scored(0.25)))
-    resumed.finish()
+    resumed.write(record("b", Scored(0.25), 1))
+    finish(resumed)
 
     assert journaled_statuses(tmp_path) == {"a": "scored", "b": "scored"}
     items = pd.read_parquet(tmp_path / "items.parquet")
@@ -83,11 +93,11 @@ def test_a_resumed_journal_drops_the_cut_line_and_appends_whole_lines(tmp_path: 
 def test_tables_are_in_dataset_order_with_the_last_entry_of_each_item(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path)
     # Items finish out of order, and "b" errored and was tried again on resume.
-    writer.write(2, "c", rows("c", Scored(0.3)))
-    writer.write(1, "b", rows("b", ErrorInfo(type="JudgeAPIError", message="HTTP 500")))
-    writer.write(0, "a", rows("a", Scored(0.1)))
-    writer.write(1, "b", rows("b", Scored(0.2)))
-    writer.finish()
+    writer.write(record("c", Scored(0.3), 2))
+    writer.write(record("b", ErrorInfo(type="JudgeAPIError", message="HTTP 500"), 1))
+    writer.write(record("a", Scored(0.1), 0))
+    writer.write(record("b", Scored(0.2), 1))
+    finish(writer)
 
     items = pd.read_parquet(tmp_path / "items.parquet")
     assert items[["item_id", "status", "score"]].values.tolist() == [
@@ -102,25 +112,9 @@ def test_tables_are_in_dataset_order_with_the_last_entry_of_each_item(tmp_path: 
 def test_aggregates_count_statuses_and_clip_the_interval(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path)
     for index, score in enumerate([1.0, 1.0, 1.0, 0.2]):
-        writer.write(
-            index,
-            str(index),
-            scorer_rows(
-                run_id="r1",
-                variant="v",
-                item_id=str(index),
-                scorer_id="s",
-                result=Scored(score),
-                source=None,
-                summary=None,
-                target_latency_s=None,
-                metadata={},
-            ),
-        )
-    writer.write(
-        4, "failed", rows("failed", ErrorInfo(type="TimeoutError", message="slow", step="target"))
-    )
-    writer.finish()
+        writer.write(record(str(index), Scored(score), index))
+    writer.write(record("failed", ErrorInfo(type="TimeoutError", message="slow", step="target"), 4))
+    finish(writer)
 
     (aggregate,) = (
         pd.read_parquet(tmp_path / "aggregates.parquet")
@@ -167,8 +161,8 @@ def test_a_summarization_interval_never_leaves_the_metric_range(tmp_path: Path) 
 
     writer = RunWriter(tmp_path)
     for index, answered in enumerate([[True], [True], [True], [True, False, False, False, False]]):
-        writer.write(index, str(index), rows(str(index), result(answered)))
-    writer.finish()
+        writer.write(record(str(index), result(answered), index))
+    finish(writer)
 
     aggregates = pd.read_parquet(tmp_path / "aggregates.parquet").set_index("metric")
     assert aggregates.loc["coverage", "mean"] == pytest.approx(0.8)
@@ -198,8 +192,6 @@ class Custom:
 def test_other_scorers_results_are_read_as_run_evals_reads_them(
     result: object, status: str, score: float | None
 ) -> None:
-    from summeval_runner._runner._run import ItemResult
-
     (row,) = rows("a", result)["items"]
     item = ItemResult(
         item_id="a",
@@ -213,3 +205,47 @@ def test_other_scorers_results_are_read_as_run_evals_reads_them(
 
     assert (row["status"], row["score"]) == (status, score)
     assert item.status == status
+
+
+def test_rows_hold_the_texts_the_scorer_judged_not_a_second_reading_of_the_payload() -> None:
+    from summeval_runner import FakeJudge, create_summarization_scorer
+
+    judge = FakeJudge(
+        preprocess={"alignment": [], "questions": ["q"]},
+        analyze={"coverage": [{"question": "q", "answered": True, "reason": "r"}]},
+    )
+    scorer = create_summarization_scorer(judge, {"source": "The source the option names."})
+    chat = [
+        {"role": "assistant", "content": "A first draft."},
+        {"role": "assistant", "content": "The summary that was judged."},
+    ]
+    result = scorer.run_sync(input="The input, which is not the source here.", output=chat)
+
+    (row,) = rows("a", result)["items"]
+
+    assert (row["source"], row["summary"]) == (
+        "The source the option names.",
+        "The summary that was judged.",
+    )
+    assert (result.source, result.summary) == (row["source"], row["summary"])
+
+
+def test_a_failed_target_gives_every_scorer_a_row_with_the_error() -> None:
+    error = ErrorInfo(type="RuntimeError", message="agent crashed", step="target")
+    item = ItemResult(
+        item_id="a",
+        input="src",
+        output=None,
+        metadata={"section": "news"},
+        results={"s1": error, "s2": error},
+        error=error,
+        target_latency_s=0.2,
+    )
+
+    items = rows_of(ItemRecord.of(item, 0), run_id="r1", variant="v")["items"]
+
+    assert [(r["scorer_id"], r["status"], r["error_step"]) for r in items] == [
+        ("s1", "error", "target"),
+        ("s2", "error", "target"),
+    ]
+    assert all(r["score"] is None and r["metadata"] == '{"section": "news"}' for r in items)
