@@ -18,9 +18,9 @@ items = [
 
 
 async def main() -> None:
-    scorer = create_summarization_scorer("openai/gpt-4o-mini", {"max_questions": 5})
-    # One event loop, one HTTP client, evaluations in parallel.
-    results = await asyncio.gather(*(scorer.run(input=s, output=m) for s, m in items))
+    # One event loop, one HTTP client, evaluations in parallel; the client closes with the block.
+    async with create_summarization_scorer("openai/gpt-4o-mini", {"max_questions": 5}) as scorer:
+        results = await asyncio.gather(*(scorer.run(input=s, output=m) for s, m in items))
     for result in results:
         print(f"{result.status:<8} score={result.score} reason={result.reason}")
 
