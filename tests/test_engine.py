@@ -294,6 +294,9 @@ def test_a_python_run_in_a_directory_resumes_where_it_stopped(tmp_path: Path) ->
     assert resumed.manifest is not None
     (resumption,) = resumed.manifest.resumptions
     assert (resumption.items_kept, resumption.items_to_score) == (3, 5)
+    # The manifest counts both parts' judge requests: three an item, each item once.
+    assert resumed.manifest.judge is not None
+    assert resumed.manifest.judge.requests == 3 * 8
     assert table(tmp_path / "run", "items")["item_id"].tolist() == [f"d{i}" for i in range(8)]
 
 

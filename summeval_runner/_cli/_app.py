@@ -103,9 +103,9 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
             f"  {resume_command(job.run_dir, hydra_job.overrides)}",
             file=sys.stderr,
         )
-    elif exit_code == EXIT_FAILED and manifest.status != "aborted":
+    elif exit_code == EXIT_FAILED and manifest.counts is not None and not manifest.aborted_because:
         print(
-            f"summeval-run: {result.error_rate:.1%} of items errored, more than "
+            f"summeval-run: {manifest.counts.error_rate:.1%} of items errored, more than "
             f"runner.max_error_rate ({job.options.max_error_rate:.1%}); see error_type and "
             "error_message in items.parquet",
             file=sys.stderr,

@@ -107,17 +107,25 @@ class RunWriter:
         }
         summary = Summary()
         statuses: list[Status] = []
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in writers}
+
+        def flush() -> None:
+            for name, writer in writers.items():
+                writer.write_table(pa.Table.from_pylist(rows[name], schema=TABLES[name]))
+                rows[name] = []
+
         try:
-            for records in _batches(self.journal_path):
-                rows: dict[str, list[dict[str, Any]]] = {name: [] for name in writers}
-                for record in records:
-                    statuses.append(record.status)
-                    for name, table in rows_of(record, run_id=run_id, variant=variant).items():
-                        rows[name] += table
-                for name, writer in writers.items():
-                    writer.write_table(pa.Table.from_pylist(rows[name], schema=TABLES[name]))
-                for row in rows["items"]:
-                    summary.add(row)
+            # A few thousand items' rows at a time: memory stays flat however long the run.
+            for count, record in enumerate(_latest_records(self.journal_path), 1):
+                statuses.append(record.status)
+                for name, table in rows_of(record, run_id=run_id, variant=variant).items():
+                    rows[name] += table
+                    if name == "items":
+                        for row in table:
+                            summary.add(row)
+                if count % _COMPACT_BATCH == 0:
+                    flush()
+            flush()
         finally:
             for writer in writers.values():
                 writer.close()
@@ -216,13 +224,10 @@ def _latest_entries(journal: Path) -> dict[str, tuple[int, int, Status]]:
     return latest
 
 
-def _batches(journal: Path) -> Iterator[list[ItemRecord]]:
-    """Every item's last record, in dataset order, a few thousand at a time."""
+def _latest_records(journal: Path) -> Iterator[ItemRecord]:
+    """Every item's last record, in dataset order."""
     index = sorted((position, offset) for position, offset, _ in _latest_entries(journal).values())
     with journal.open("rb") as lines:
-        for start in range(0, len(index), _COMPACT_BATCH):
-            batch = []
-            for _, offset in index[start : start + _COMPACT_BATCH]:
-                lines.seek(offset)
-                batch.append(_record(lines.readline(), f"{journal} at byte {offset}"))
-            yield batch
+        for _, offset in index:
+            lines.seek(offset)
+            yield _record(lines.readline(), f"{journal} at byte {offset}")

@@ -124,6 +124,9 @@ class RunRecorder:
                     if shard
                     else None
                 ),
+                # What the earlier parts of a resumed run sent and met, added to at the end.
+                judge=previous.judge if previous else None,
+                hook_errors=previous.hook_errors if previous else 0,
                 resumptions=(
                     (
                         *previous.resumptions,
