@@ -6,6 +6,8 @@ import ast
 import pkgutil
 from pathlib import Path
 
+import pytest
+
 import summeval_runner
 
 PUBLIC = {
@@ -143,3 +145,15 @@ def test_no_module_imports_a_layer_above_its_own_and_only_the_cli_imports_hydra(
         if module.startswith("summeval_runner._runner"):
             assert not any(i.startswith("summeval_runner._agents") for i in _imports(path))
     assert upward == []
+
+
+def test_the_options_type_and_the_context_managers_are_public() -> None:
+    from dataclasses import FrozenInstanceError
+
+    options = summeval_runner.RunOptions(max_items_in_flight=4)
+    with pytest.raises(FrozenInstanceError):
+        options.max_items_in_flight = 8  # type: ignore[misc]
+    assert summeval_runner.RunOptions.of(None, {"concurrency": 4}) == options
+    for holder in (summeval_runner.SummarizationScorer, summeval_runner.OpenAIJudge):
+        for method in ("__aenter__", "__aexit__", "aclose"):
+            assert callable(getattr(holder, method)), (holder, method)

@@ -104,6 +104,10 @@ class JudgeStack:
         """The judges' figures for the progress display."""
         return "; ".join(limited.describe() for limited in self._limited.values())
 
+    def __bool__(self) -> bool:
+        """Whether any scorer's judge is wrapped (a run of other scorers has none)."""
+        return bool(self._limited)
+
     async def aclose(self) -> None:
         """Close the judges this run made, and the cache; the caller's own judges stay open."""
         try:

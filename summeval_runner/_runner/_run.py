@@ -536,7 +536,11 @@ async def run_evals(
         target=target,
         hooks=hooks,
         options=opts,
-        reporter=ProgressReporter(to_do, details=judges.describe) if opts.progress else None,
+        reporter=(
+            ProgressReporter(to_do, details=judges.describe if judges else None)
+            if opts.progress
+            else None
+        ),
         recorder=recorder,
         keep_results=keep_results,
     )
