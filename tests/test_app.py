@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -190,6 +190,7 @@ def test_progress_is_plain_off_a_terminal_and_can_be_turned_off(
 def test_the_openai_judge_end_to_end_within_a_request_rate(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
+    started = time.monotonic()
     completed = run_app(
         tmp_path / "openai",
         "model=openai",
@@ -205,18 +206,14 @@ def test_the_openai_judge_end_to_end_within_a_request_rate(
     # No line per request from the HTTP client, on the terminal or in the run's log.
     log = (tmp_path / "openai" / "summeval-run.log").read_text(encoding="utf-8")
     assert "HTTP Request" not in completed.stdout + completed.stderr + log
-    # The first request also carries the client's start-up, so it can arrive late and land next
-    # to the second; the pacing shows from the second request on.
-    arrivals = sorted(request.arrived for request in chat_server.requests)[1:]
-    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
-    # 600 a minute is one request per 100 ms. Overall the rate stays within the limit...
-    assert arrivals[-1] - arrivals[0] >= 0.95 * 0.1 * (len(arrivals) - 1)
-    # ...and it is paced, not bursted: any 11 requests span most of a second (slack for a
-    # scheduling hiccup on a busy machine), where a burst would put them within milliseconds.
-    assert all(
-        later - earlier >= 0.8 for earlier, later in zip(arrivals, arrivals[10:], strict=False)
-    )
-    assert sorted(gaps)[len(gaps) // 2] >= 0.095
+    # 600 a minute is one request per 100 ms: the i-th request cannot reach the server before
+    # i x 100 ms have passed since the run started, however late any request arrives (a busy
+    # machine only delays arrivals). A burst would put them all within milliseconds of the
+    # first. (How evenly requests leave the pacer is measured where it happens, in
+    # test_limits.py.)
+    arrivals = sorted(request.arrived for request in chat_server.requests)
+    early = [i for i, arrived in enumerate(arrivals) if arrived - started < 0.095 * i]
+    assert early == []
     items = table(tmp_path / "openai", "items")
     assert set(items["judge"]) == {"openai/gpt-4o-mini"}
     assert (items["input_tokens"] > 0).all()
