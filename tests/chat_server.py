@@ -140,6 +140,8 @@ class ChatServer:
         self._answered_before_hold: int | None = None
         self._released = threading.Event()
         self._arrivals = 0
+        # TCP connections a client holds open now (kept alive between requests or not).
+        self.open_connections = 0
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -264,6 +266,18 @@ class ChatServer:
             # Headers and body go out in two writes; with Nagle's algorithm the second waits for
             # the client's delayed ACK (40 ms), which would dwarf the latency a test sets.
             disable_nagle_algorithm = True
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.open_connections += 1
+
+            def finish(self) -> None:
+                try:
+                    super().finish()
+                finally:
+                    with server._lock:
+                        server.open_connections -= 1
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))

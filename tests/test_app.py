@@ -281,6 +281,34 @@ def test_precomputed_outputs_are_scored_without_a_target(tmp_path: Path) -> None
     assert scores["other"] == 0.0
 
 
+def test_a_run_that_scores_nothing_fails(tmp_path: Path) -> None:
+    data = tmp_path / "outputs.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"d{i}", "text": "The dam opened in May.", "summary": " "}) + "\n"
+            for i in range(3)
+        ),
+        encoding="utf-8",
+    )
+
+    completed = run_app(
+        tmp_path / "run",
+        "target=precomputed",
+        f"dataset.path={data}",
+        "dataset.fields.output=summary",
+        "runner.progress=false",
+    )
+
+    # Every summary was blank: nothing was measured, and a gate must not pass it.
+    assert completed.returncode == 1, completed.stderr
+    assert "3 items: 0 scored, 3 unscorable, 0 errors" in completed.stdout
+    assert "no item was scored (3 unscorable, 0 errors): the run measured nothing" in (
+        completed.stderr
+    )
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["status"], manifest["exit_code"]) == ("completed", 1)
+
+
 def test_errors_above_max_error_rate_fail_the_run(tmp_path: Path) -> None:
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "flaky.py").write_text(

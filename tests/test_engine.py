@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import sys
 import warnings
 from collections.abc import Iterator
@@ -73,6 +74,11 @@ def nothing_left_open() -> Iterator[list[str]]:
         found.extend(f"{w.category.__name__}: {w.message}" for w in caught)
     finally:
         sys.unraisablehook = previous
+
+
+def alive_event_loops() -> int:
+    gc.collect()
+    return sum(isinstance(o, asyncio.AbstractEventLoop) for o in gc.get_objects())
 
 
 def test_run_evals_rides_out_faults_under_a_rate_limit_and_the_app_gives_the_same_rows(
@@ -150,6 +156,7 @@ def test_a_scorer_used_alone_across_event_loops_leaves_nothing_open(
     chat_server: ChatServer, openai_key: None
 ) -> None:
     scorer = openai_scorer(chat_server)
+    loops_before = alive_event_loops()
 
     with nothing_left_open() as left_open:
         for _ in range(3):
@@ -159,31 +166,51 @@ def test_a_scorer_used_alone_across_event_loops_leaves_nothing_open(
 
     assert left_open == []
     assert len(chat_server.requests) == 4 * 3
+    # Nothing holds on to the loops that ended (a client kept per loop would).
+    assert alive_event_loops() == loops_before
 
 
-def test_context_managers_and_run_evals_close_what_they_open(
+def test_run_evals_and_the_context_managers_close_their_connections_at_once(
     chat_server: ChatServer, openai_key: None
 ) -> None:
-    judge = OpenAIJudge(OpenAIJudgeConfig(name="gpt-4o-mini", base_url=chat_server.base_url))
+    """Closed when the block or the run ends, not later when the event loop does."""
+
+    async def all_closed() -> bool:
+        # The server sees a closed connection a moment after the client closes it.
+        for _ in range(1000):
+            if chat_server.open_connections == 0:
+                return True
+            await asyncio.sleep(0.01)
+        return False
 
     async def main() -> None:
-        async with create_summarization_scorer(judge) as scorer:
+        result = await run_evals(
+            scorers=[openai_scorer(chat_server)],
+            data=[{"input": SOURCE, "output": "It cost 9 million."}],
+        )
+        assert result.counts.scored == 1
+        assert await all_closed(), "run_evals left its copy of the judge connected"
+
+        async with openai_scorer(chat_server) as scorer:
             await scorer.run(input=SOURCE, output="The dam opened in May.")
-            result = await run_evals(
-                scorers=[scorer], data=[{"input": SOURCE, "output": "It cost 9 million."}]
-            )
-            assert result.counts.scored == 1
+            assert chat_server.open_connections >= 1  # kept alive for the next call
+        assert await all_closed(), "the scorer's block left its judge connected"
+
+        judge = OpenAIJudge(OpenAIJudgeConfig(name="gpt-4o-mini", base_url=chat_server.base_url))
         async with judge:
             await create_summarization_scorer(judge).run(input=SOURCE, output="Traffic fell.")
+            assert chat_server.open_connections >= 1
+        assert await all_closed(), "the judge's block left it connected"
 
     with nothing_left_open() as left_open:
-        # One event loop that stays open after the work: nothing may rely on its shutdown.
         loop = asyncio.new_event_loop()
+        # A judge dropped without being closed is closed when the collector finds it: only
+        # explicit closes may count here.
+        gc.disable()
         try:
             loop.run_until_complete(main())
-            gc.collect()
-            assert left_open == []
         finally:
+            gc.enable()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
@@ -205,6 +232,8 @@ def test_options_come_as_an_object_a_mapping_or_keywords_and_concurrency_is_an_a
         == built
     )
     assert RunOptions.of(built, {"judge_rpm": 60}).judge_rpm == 60
+    # Keywords win over a mapping too, whichever name they use.
+    assert RunOptions.of({"max_items_in_flight": 2}, {"concurrency": 4}).max_items_in_flight == 4
     assert str(RunOptions.of(None, {"shard": "1/4"}).shard) == "1/4"
 
 
@@ -345,3 +374,129 @@ def test_the_apps_runner_group_is_run_options_field_for_field() -> None:
     assert {name: app[name] for name in names - {"progress"}} == {
         name: library[name] for name in names - {"progress"}
     }
+
+
+def test_a_run_stopped_before_the_end_of_a_stream_is_interrupted_not_passed(
+    tmp_path: Path,
+) -> None:
+    def stream() -> Iterator[dict[str, str]]:
+        for i in range(100):
+            yield {"id": f"d{i}", "input": f"Item {i} opened. It cost {i} million."}
+
+    async def stopped(output_dir: Path | None) -> EvalRunResult:
+        stop = asyncio.Event()
+
+        def count(item: ItemResult) -> None:
+            stop.set()
+
+        return await run_evals(
+            target=first_sentence,
+            scorers=[create_summarization_scorer("offline")],
+            data=stream(),
+            total=100,
+            on_item_complete=count,
+            output_dir=output_dir,
+            stop=stop,
+            max_items_in_flight=1,
+        )
+
+    for output_dir in (None, tmp_path / "run"):
+        result = asyncio.run(stopped(output_dir))
+
+        assert result.status == "interrupted", output_dir
+        assert not result.passed
+        assert result.counts.total < 100
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
+    assert manifest["status"] == "interrupted"
+
+
+def test_a_run_that_scores_nothing_or_reads_no_score_does_not_pass() -> None:
+    class Unreadable:
+        """A user's scorer that returns what the runner cannot count."""
+
+        id = "mine"
+
+        async def run(self, *, input: Any, output: Any) -> Any:
+            return None if "0" in input else {"score": 0.9, "reason": "fine"}
+
+    data = [{"id": f"d{i}", "input": f"Item {i} opened.", "output": ""} for i in range(3)]
+
+    blank = asyncio.run(run_evals(scorers=[create_summarization_scorer("offline")], data=data))
+    mixed = asyncio.run(run_evals(scorers=[Unreadable()], data=data, max_error_rate=1.0))
+
+    assert (blank.counts.unscorable, blank.status) == (3, "completed")
+    assert not blank.passed  # every summary was blank: nothing was measured
+    assert (mixed.counts.scored, mixed.counts.errors) == (2, 1)
+    assert mixed.means == {"mine": pytest.approx(0.9)}
+    (failed,) = [item for item in mixed.items if item.status == "error"]
+    assert failed.error is not None
+    assert failed.error.type == "InvalidScorerResult"
+    assert "returned NoneType None, which is not a score" in failed.error.message
+
+
+def test_a_cancelled_error_raised_by_a_target_is_an_item_error_not_a_lost_item() -> None:
+    def target(text: str) -> str:
+        if "Item 1 " in text:
+            raise asyncio.CancelledError()
+        return text
+
+    data = [{"id": f"d{i}", "input": f"Item {i} opened. It cost {i}."} for i in range(4)]
+
+    result = asyncio.run(
+        run_evals(target=target, scorers=[create_summarization_scorer("offline")], data=data)
+    )
+
+    assert (result.counts.total, result.counts.errors, result.unfinished) == (4, 1, 0)
+    (failed,) = [item for item in result.items if item.status == "error"]
+    assert (failed.item_id, failed.error and failed.error.type) == ("d1", "CancelledError")
+
+
+def test_without_a_directory_the_result_still_counts_cache_hits(
+    chat_server: ChatServer, openai_key: None
+) -> None:
+    data = [{"id": "a", "input": SOURCE, "output": "The dam opened in May."}]
+
+    first = asyncio.run(run_evals(scorers=[openai_scorer(chat_server)], data=data))
+    again = asyncio.run(run_evals(scorers=[openai_scorer(chat_server)], data=data))
+
+    assert (first.judge_traffic.requests, first.judge_traffic.cache.stored) == (3, 3)
+    assert (again.judge_traffic.requests, again.judge_traffic.cache.hits) == (0, 3)
+    assert again.judge_traffic.cache.mode == "readwrite"
+
+
+def test_a_resume_with_a_callers_config_still_checks_the_scorers_and_the_data_mapping(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "docs.jsonl"
+    path.write_text(
+        json.dumps({"id": "a", "text": SOURCE, "body": "Other."}) + "\n", encoding="utf-8"
+    )
+    data = DatasetFile(path, FieldMap(input="text"))
+    asyncio.run(
+        run_evals(
+            target=first_sentence,
+            scorers=[create_summarization_scorer("offline")],
+            data=data,
+            output_dir=tmp_path / "run",
+            config={"experiment": "nightly"},
+        )
+    )
+
+    def resume(scorer: Any, data: DatasetFile) -> None:
+        asyncio.run(
+            run_evals(
+                target=first_sentence,
+                scorers=[scorer],
+                data=data,
+                output_dir=tmp_path / "run",
+                resume=True,
+                config={"experiment": "nightly"},
+            )
+        )
+
+    scaled = create_summarization_scorer("offline", {"scale": 10})
+    with pytest.raises(ConfigError, match=r"setup\.scorer\.summarization-scorer\.scale was 1\.0"):
+        resume(scaled, data)
+    other_field = DatasetFile(path, FieldMap(input="body"))
+    with pytest.raises(ConfigError, match=r"setup\.data\.fields\.input was 'text', now 'body'"):
+        resume(create_summarization_scorer("offline"), other_field)

@@ -231,6 +231,32 @@ def test_precomputed_outputs_need_no_target() -> None:
     assert scores["b"] == 0.0
 
 
+def test_an_item_holds_its_slot_until_its_hooks_are_done() -> None:
+    busy = {"now": 0, "most": 0}
+
+    async def agent(text: str) -> str:
+        busy["now"] += 1
+        busy["most"] = max(busy["most"], busy["now"])
+        return first_sentence(text)
+
+    async def slow_hook(item: ItemResult) -> None:
+        await asyncio.sleep(0.01)
+        busy["now"] -= 1
+
+    asyncio.run(
+        run_evals(
+            target=agent,
+            scorers=[ConstantScorer("c", 1.0)],
+            data=DATA,
+            on_item_complete=slow_hook,
+            max_items_in_flight=2,
+        )
+    )
+
+    # Slow hooks slow the run down; finished items never pile up behind them.
+    assert busy["most"] == 2
+
+
 def test_items_and_target_calls_in_flight_are_bounded() -> None:
     counters = {"items": 0, "items_most": 0, "target": 0, "target_most": 0}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +33,10 @@ def rows(item_id: str, result: object) -> dict[str, list[dict[str, object]]]:
 
 
 def finish(writer: RunWriter) -> dict[str, Path]:
-    return writer.finish(run_id="r1", variant="v").tables
+    try:
+        return writer.compact(run_id="r1", variant="v").tables
+    finally:
+        writer.close()
 
 
 class Scored:
@@ -43,18 +47,27 @@ class Scored:
         self.score = score
 
 
+@pytest.mark.parametrize(
+    "secret",
+    ["sk-live-abcdef123456", 'pa"ss\\word-123456'],
+    ids=["plain", "quote-and-backslash"],
+)
 def test_a_secret_quoted_in_an_error_never_reaches_disk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: str
 ) -> None:
-    monkeypatch.setenv("MY_SERVICE_API_KEY", "sk-live-abcdef123456")
+    monkeypatch.setenv("MY_SERVICE_API_KEY", secret)
     writer = RunWriter(tmp_path)
-    error = ErrorInfo(type="JudgeAPIError", message="bad request with key sk-live-abcdef123456")
+    error = ErrorInfo(type="JudgeAPIError", message=f"bad request with key {secret}")
 
     writer.write(record("a", error))
     finish(writer)
 
+    # Neither as it is nor as JSON escapes it (a quote, a backslash).
+    escaped = json.dumps(secret)[1:-1]
     for path in tmp_path.iterdir():
-        assert b"sk-live-abcdef123456" not in path.read_bytes(), path
+        data = path.read_bytes()
+        assert secret.encode() not in data, path
+        assert escaped.encode() not in data, path
     assert (
         pd.read_parquet(tmp_path / "items.parquet")["error_message"].item()
         == "bad request with key ***"
@@ -249,3 +262,16 @@ def test_a_failed_target_gives_every_scorer_a_row_with_the_error() -> None:
         ("s2", "error", "target"),
     ]
     assert all(r["score"] is None and r["metadata"] == '{"section": "news"}' for r in items)
+
+
+def test_a_cut_line_longer_than_a_read_block_is_dropped_on_resume(tmp_path: Path) -> None:
+    journal_cut_short_after_a(tmp_path)
+    with (tmp_path / "journal.jsonl").open("a", encoding="utf-8") as journal:
+        journal.write("x" * 200_000)  # the cut line goes on past several 64 KiB blocks
+
+    resumed = RunWriter(tmp_path, resume=True)
+    resumed.write(record("b", Scored(0.25), 1))
+    finish(resumed)
+
+    assert journaled_statuses(tmp_path) == {"a": "scored", "b": "scored"}
+    assert len((tmp_path / "journal.jsonl").read_text("utf-8").splitlines()) == 2

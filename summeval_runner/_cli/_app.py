@@ -28,6 +28,7 @@ from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._signals import Interrupts
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._errors import JudgeAuthError, SummevalError
+from summeval_runner._io._journal import locked
 from summeval_runner._io._manifest import read_manifest, scrub, write_manifest
 from summeval_runner._runner._run import EvalRunResult, run_evals
 
@@ -77,14 +78,16 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
         print(f"summeval-run: error: {scrub(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     else:
-        if result.status == "interrupted" and interrupts.exit_code is not None:
-            exit_code = interrupts.exit_code
-        elif result.error_rate > job.options.max_error_rate:
-            exit_code = EXIT_FAILED
-        else:
+        # The library's gate: every item finished, one scored at least, errors within budget.
+        if result.passed:
             exit_code = EXIT_OK
-    manifest = read_manifest(job.run_dir).model_copy(update={"exit_code": exit_code})
-    write_manifest(job.run_dir, manifest)
+        elif result.status == "interrupted" and interrupts.exit_code is not None:
+            exit_code = interrupts.exit_code
+        else:
+            exit_code = EXIT_FAILED
+    with locked(job.run_dir):
+        manifest = read_manifest(job.run_dir).model_copy(update={"exit_code": exit_code})
+        write_manifest(job.run_dir, manifest)
     shard = manifest.shard
     if shard is not None and manifest.dataset is not None:
         print(
@@ -96,6 +99,7 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
         selected = shard.items
     else:
         selected = manifest.dataset.items if manifest.dataset is not None else None
+    counts = manifest.counts
     if manifest.status == "interrupted":
         print(
             f"summeval-run: interrupted: {manifest.unfinished} of {selected} items unfinished; "
@@ -103,13 +107,20 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
             f"  {resume_command(job.run_dir, hydra_job.overrides)}",
             file=sys.stderr,
         )
-    elif exit_code == EXIT_FAILED and manifest.counts is not None and not manifest.aborted_because:
-        print(
-            f"summeval-run: {manifest.counts.error_rate:.1%} of items errored, more than "
-            f"runner.max_error_rate ({job.options.max_error_rate:.1%}); see error_type and "
-            "error_message in items.parquet",
-            file=sys.stderr,
-        )
+    elif exit_code == EXIT_FAILED and counts is not None and not manifest.aborted_because:
+        if counts.scored == 0:
+            print(
+                f"summeval-run: no item was scored ({counts.unscorable} unscorable, "
+                f"{counts.errors} errors): the run measured nothing",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"summeval-run: {counts.error_rate:.1%} of items errored, more than "
+                f"runner.max_error_rate ({job.options.max_error_rate:.1%}); see error_type and "
+                "error_message in items.parquet",
+                file=sys.stderr,
+            )
     return exit_code
 
 

@@ -21,11 +21,9 @@ import pandas as pd
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
-from summeval_runner._scorers._result import METRICS
-from summeval_runner._scorers._summarization import SummarizationScorer
+from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
 
-SCORER_ID = SummarizationScorer.id
 _WORST_ITEMS = 5
 COMPARISON_COLUMNS = [
     "variant",
@@ -94,7 +92,7 @@ def load_run(path: Path | str) -> Run:
         )
     manifest = read_manifest(path)
     items = pd.read_parquet(items_path)
-    items = items[items["scorer_id"] == SCORER_ID].set_index("item_id", drop=False)
+    items = items[items["scorer_id"] == SUMMARIZATION_SCORER_ID].set_index("item_id", drop=False)
     return Run(
         path=path,
         run_id=manifest.run_id,

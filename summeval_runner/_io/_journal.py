@@ -9,6 +9,7 @@ shards compact the same way, so their tables equal an uninterrupted one-process 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -87,19 +88,23 @@ class RunWriter:
             self._synced = now
 
     def close(self) -> None:
+        """Flush the journal to the disk and release the directory's lock."""
         if not self._journal.closed:
             self._journal.flush()
             os.fsync(self._journal.fileno())
             self._journal.close()
 
-    def finish(self, *, run_id: str, variant: str) -> Compacted:
+    def compact(self, *, run_id: str, variant: str) -> Compacted:
         """Compact the journal into Parquet tables and write the aggregates.
 
         Rows come out in dataset order whatever order items finished in, and an item journaled
         twice (tried again on resume) keeps its last entry, so the tables of a resumed run equal
-        those of an uninterrupted one. Every row carries ``run_id`` and ``variant``.
+        those of an uninterrupted one. Every row carries ``run_id`` and ``variant``. The
+        journal stays locked (``close`` releases it), so nothing else writes the directory
+        while its tables and manifest are written.
         """
-        self.close()
+        self._journal.flush()
+        os.fsync(self._journal.fileno())
         paths = {name: self.run_dir / f"{name}.parquet" for name in TABLES}
         writers = {
             name: pq.ParquetWriter(_partial(paths[name]), TABLES[name])
@@ -144,6 +149,18 @@ class Compacted:
 
     tables: dict[str, Path]
     counts: RunCounts
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir``'s lock (the one a ``RunWriter`` holds) while the block writes in it;
+    ``ConfigError`` if another process holds it."""
+    with (run_dir / JOURNAL).open("a", encoding="utf-8") as journal:
+        try:
+            _lock(journal)
+        except OSError:
+            raise ConfigError(f"{run_dir} is being written by another summeval-run") from None
+        yield
 
 
 def journaled_statuses(run_dir: Path) -> dict[str, Status]:
@@ -192,9 +209,17 @@ def _drop_cut_line(journal: Path) -> None:
     if not journal.exists():
         return
     with journal.open("rb+") as file:
-        data = file.read()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):
+        # Read back from the end, a block at a time: a journal can be gigabytes.
+        size = end = file.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - (1 << 16))
+            file.seek(start)
+            cut = file.read(end - start).rfind(b"\n")
+            if cut >= 0:
+                end = start + cut + 1
+                break
+            end = start
+        if end != size:
             file.truncate(end)
 
 

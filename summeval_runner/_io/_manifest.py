@@ -58,7 +58,10 @@ def scrub(text: str, secrets: tuple[str, ...] | None = None) -> str:
     last line of defence after ``redact``.
     """
     for secret in environment_secrets() if secrets is None else secrets:
-        text = text.replace(secret, REDACTED)
+        # Also as JSON writes it: a secret holding a quote or a backslash is escaped there.
+        escaped = json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]
+        for form in {secret, *escaped}:
+            text = text.replace(form, REDACTED)
     return text
 
 
@@ -207,6 +210,11 @@ class Manifest(_Part):
     python_version: str | None = None
     host: str | None = None
     pid: int | None = None
+    # What decides the results as run_evals saw them: target, judges, scorer settings, how the
+    # dataset file is read. Compared whole when the run is resumed or its shards merged.
+    setup: dict[str, Any] = {}
+    # What the caller recorded: the app's resolved config (its dataset, target, model and
+    # scorer sections are compared too).
     config: dict[str, Any] = {}
     overrides: tuple[str, ...] = ()
     dataset: DatasetInfo | None = None
@@ -234,6 +242,15 @@ class Manifest(_Part):
         if isinstance(data, dict) and "schema_version" not in data:
             data = {**data, "schema_version": 1}
         return data
+
+
+def setup_differences(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """Each setting of a run's ``setup`` that differs, as "setup.scorer.x.scale was 1.0, now 2.0".
+
+    >>> setup_differences({"target": {"k": 3}}, {"target": {"k": 1}})
+    ['setup.target.k was 3, now 1']
+    """
+    return config_differences({"setup": before}, {"setup": now}, sections=("setup",))
 
 
 def read_manifest(run_dir: Path) -> Manifest:

@@ -30,16 +30,15 @@ from summeval_runner._io._manifest import (
     TokenTotals,
     config_differences,
     read_manifest,
+    setup_differences,
     write_manifest,
 )
 from summeval_runner._io._shards import Shard
-from summeval_runner._io._tables import score_totals, token_totals
+from summeval_runner._io._tables import score_means, token_totals
 from summeval_runner._scorers._outcome import RunCounts
-from summeval_runner._scorers._summarization import SummarizationScorer
 
 # Manifest fields that must agree for shards to be parts of one run.
 _SAME = ("variant", "prompt_version")
-SCORER_ID = SummarizationScorer.id
 
 
 @dataclass(frozen=True)
@@ -112,6 +111,7 @@ def _check_same_run(runs: list[ShardRun]) -> None:
                 f"{run.path} is shard {run.shard}"
             )
         differences = config_differences(first.manifest.config, run.manifest.config)
+        differences += setup_differences(first.manifest.setup, run.manifest.setup)
         differences += [
             f"{name} was {getattr(first.manifest, name)!r}, now {getattr(run.manifest, name)!r}"
             for name in _SAME
@@ -206,11 +206,10 @@ def merge_runs(
             for run in runs:
                 for record in journal_records(run.path / JOURNAL):
                     writer.write(record)
+            compacted = writer.compact(run_id=run_id, variant=runs[0].manifest.variant)
         finally:
             writer.close()
-        compacted = writer.finish(run_id=run_id, variant=runs[0].manifest.variant)
         tables = compacted.tables
-        _, mean = score_totals(tables["aggregates"], SCORER_ID)
         totals = compacted.counts
         dataset = runs[0].manifest.dataset
         expected = (dataset.items if dataset else None) or 0
@@ -224,7 +223,7 @@ def merge_runs(
             missing_items=max(expected - totals.total, 0),
             tables={name: out / path.name for name, path in tables.items()},
         )
-        _write_manifest(building, runs, merged, unfinished, mean)
+        _write_manifest(building, runs, merged, unfinished)
         if out.exists():
             out.rmdir()  # checked empty above
         os.replace(building, out)
@@ -239,7 +238,7 @@ def _sum(runs: list[ShardRun], count: str) -> int:
 
 
 def _write_manifest(
-    building: Path, runs: list[ShardRun], merged: MergedRun, unfinished: int, mean: float | None
+    building: Path, runs: list[ShardRun], merged: MergedRun, unfinished: int
 ) -> None:
     first = runs[0].manifest
     config = dict(first.config)
@@ -279,7 +278,7 @@ def _write_manifest(
         counts=merged.counts,
         unfinished=merged.missing_items,
         hook_errors=sum(run.manifest.hook_errors for run in runs),
-        means={SCORER_ID: mean},
+        means=score_means(building / merged.tables["aggregates"].name),
         judge=JudgeTraffic(
             name=first.judge.name if first.judge else None,
             requests=_sum(runs, "requests"),

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._io._compare import SCORER_ID, Run, compare_loaded, load_runs
-from summeval_runner._scorers._result import METRICS
+from summeval_runner._io._compare import Run, compare_loaded, load_runs
+from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 
 # Beyond this many items a run's table lists the lowest scores and says what it left out.
 MAX_ITEMS_LISTED = 2000
@@ -253,7 +253,9 @@ def _verdicts(run: Run) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list
         if not table_path.exists():
             continue
         frame = pd.read_parquet(table_path)
-        frame = frame[frame["scorer_id"] == SCORER_ID].sort_values(["item_id", "position"])
+        frame = frame[frame["scorer_id"] == SUMMARIZATION_SCORER_ID].sort_values(
+            ["item_id", "position"]
+        )
         for row in frame.to_dict("records"):
             target.setdefault(row["item_id"], []).append(row)
     return claims, questions

@@ -147,22 +147,32 @@ def aggregate(
 
 
 class Summary:
-    """Gathers item rows as they are compacted and makes the aggregates table's rows."""
+    """Gathers item rows as they are compacted and makes the aggregates table's rows.
+
+    Every scorer gets a ``score`` row; the dimensions (``alignment``, ``coverage``) only a
+    scorer that reports them (the summarization scorer), not a user's own.
+    """
 
     def __init__(self) -> None:
-        # Per (run_id, variant, scorer_id): every item's status, its scale, and each metric's
+        # Per (run_id, variant, scorer_id): every item's status, the scale, and each metric's
         # values over the scored items.
         self._statuses: dict[tuple[str, str, str], list[Status]] = {}
         self._scales: dict[tuple[str, str, str], float | None] = {}
         self._values: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+        self._with_dimensions: set[tuple[str, str, str]] = set()
 
     def add(self, row: Mapping[str, Any]) -> None:
         key = (row["run_id"], row["variant"], row["scorer_id"])
         if key not in self._statuses:
             self._statuses[key] = []
             self._values[key] = {metric: [] for metric in METRICS}
+            self._scales[key] = None
         self._statuses[key].append(row["status"])
-        self._scales[key] = row["scale"]
+        # An item that failed before its scorer ran has no scale: the others say it.
+        if row["scale"] is not None:
+            self._scales[key] = row["scale"]
+        if row["prompt_version"] is not None:
+            self._with_dimensions.add(key)
         if row["status"] == "scored":
             for metric, column in METRICS.items():
                 if row[column] is not None:
@@ -173,6 +183,8 @@ class Summary:
         for key, statuses in self._statuses.items():
             scale = self._scales[key]
             for metric in METRICS:
+                if metric != "score" and key not in self._with_dimensions:
+                    continue
                 upper = (scale if metric == "score" else 1.0) if scale else None
                 rows.append(
                     aggregate(*key, metric, self._values[key][metric], statuses, upper=upper)
@@ -180,18 +192,13 @@ class Summary:
         return rows
 
 
-def score_totals(aggregates: Path, scorer_id: str) -> tuple[RunCounts, float | None]:
-    """A run's item counts and mean score for one scorer, read from its aggregates table."""
-    for row in pq.read_table(aggregates).to_pylist():
-        if row["scorer_id"] == scorer_id and row["metric"] == "score":
-            counts = RunCounts(
-                total=row["items"],
-                scored=row["scored"],
-                unscorable=row["unscorable"],
-                errors=row["errors"],
-            )
-            return counts, row["mean"]
-    return RunCounts(), None
+def score_means(aggregates: Path) -> dict[str, float | None]:
+    """Each scorer's mean score over its scored items, read from a run's aggregates table."""
+    return {
+        row["scorer_id"]: row["mean"]
+        for row in pq.read_table(aggregates).to_pylist()
+        if row["metric"] == "score"
+    }
 
 
 def token_totals(items: Path) -> dict[str, int]:

@@ -65,8 +65,10 @@ class OpenAIChat:
     The key is read from the environment when this is built, so a missing key fails before any
     call. One ``AsyncOpenAI`` client serves every call made from an event loop (an HTTP
     connection pool belongs to the loop it was opened in, so each loop gets its own), and is
-    closed when that loop shuts down (``asyncio.run`` does at its end) or by ``aclose()``,
-    whichever comes first: a script that never closes anything leaks no connection.
+    closed by ``aclose()``, or when that loop shuts down its async generators, whichever comes
+    first: ``asyncio.run`` does that at its end, so a script that never closes anything leaks no
+    connection. A loop run by hand must call ``loop.shutdown_asyncgens()`` before
+    ``loop.close()`` (as ``asyncio.run`` does), or the code must call ``aclose()``.
     """
 
     def __init__(
@@ -109,7 +111,8 @@ class OpenAIChat:
                 # in flight costs more CPU than the rest of a request together.
                 http_client=openai.DefaultAioHttpClient(),
             )
-            opened = self._clients[loop] = _LoopClient(client, _close_at_loop_shutdown(client))
+            closer = _close_at_loop_shutdown(client, self._clients)
+            opened = self._clients[loop] = _LoopClient(client, closer)
             # Started here, the generator is one the loop finalises when it shuts down.
             await opened.closer.asend(None)
         return opened.client
@@ -148,16 +151,22 @@ class _LoopClient:
     closer: AsyncGenerator[None, None]
 
 
-async def _close_at_loop_shutdown(client: openai.AsyncOpenAI) -> AsyncGenerator[None, None]:
-    """Suspended for the loop's lifetime; closes ``client`` when finalised.
+async def _close_at_loop_shutdown(
+    client: openai.AsyncOpenAI,
+    clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient],
+) -> AsyncGenerator[None, None]:
+    """Suspended for the loop's lifetime; closes ``client`` when finalised, and forgets it.
 
     An event loop finalises the async generators started in it when it shuts down
     (``loop.shutdown_asyncgens()``, which ``asyncio.run`` calls before closing the loop), inside
     the loop: the one moment a client can still be closed cleanly when its owner never said so.
+    The entry is dropped too: the client refers to its loop, so the loop could not be
+    collected while the entry stayed.
     """
     try:
         yield
     finally:
+        clients.pop(asyncio.get_running_loop(), None)
         await client.close()
 
 

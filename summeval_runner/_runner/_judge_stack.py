@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from summeval_runner._io._manifest import CacheUse, JudgeTraffic
 from summeval_runner._judges._protocol import Judge, judge_name
 from summeval_runner._runner._cache import (
     CachedJudge,
@@ -82,6 +83,24 @@ class JudgeStack:
         self._limited[key] = limited
         self._wrapped[key] = wrapped
         return wrapped
+
+    def traffic(self, before: JudgeTraffic | None = None) -> JudgeTraffic:
+        """What this run's judges were asked and answered, added to ``before`` (the earlier
+        parts of a resumed run)."""
+        before = before or JudgeTraffic()
+        cache = self.cache
+        return JudgeTraffic(
+            name=self.name or before.name,
+            requests=before.requests + self.requests,
+            retries=before.retries + self.retries,
+            throttled_429=before.throttled_429 + self.throttled,
+            cache=CacheUse(
+                mode=self._options.cache,
+                path=str(cache.path) if cache else before.cache.path,
+                hits=before.cache.hits + (cache.hits if cache else 0),
+                stored=before.cache.stored + (cache.stored if cache else 0),
+            ),
+        )
 
     @property
     def name(self) -> str | None:

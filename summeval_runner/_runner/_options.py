@@ -103,18 +103,18 @@ class RunOptions:
         """Options from an object or a mapping, with ``overrides`` (keyword arguments of
         ``run_evals``) replacing its values. Names are those of the fields, or ``concurrency``;
         ``retry`` may be a mapping, ``shard`` a string ``"I/N"``, ``cache_path`` a string."""
+        given: dict[str, Any] = {}
         if options is None:
             base = cls()
         elif isinstance(options, RunOptions):
             base = options
         elif isinstance(options, Mapping):
-            base = cls()
-            overrides = {**options, **overrides}
+            base, given = cls(), _normalised(options)
         else:
             raise ConfigError(
                 f"options must be RunOptions, a mapping or None, got {type(options).__name__}"
             )
-        changes = _normalised(overrides)
+        changes = {**given, **_normalised(overrides)}
         return replace(base, **changes) if changes else base
 
 

@@ -14,7 +14,7 @@ import platform
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib.metadata import version
@@ -25,9 +25,7 @@ from summeval_runner._errors import ConfigError, InputError
 from summeval_runner._io._journal import JOURNAL, RunWriter, journaled_statuses
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
-    CacheUse,
     DatasetInfo,
-    JudgeTraffic,
     Manifest,
     Resources,
     Resumption,
@@ -37,10 +35,11 @@ from summeval_runner._io._manifest import (
     config_differences,
     read_manifest,
     redact,
+    setup_differences,
     write_manifest,
 )
 from summeval_runner._io._rows import ItemRecord
-from summeval_runner._io._tables import score_totals, token_totals
+from summeval_runner._io._tables import score_means, token_totals
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._outcome import ItemResult
@@ -52,6 +51,9 @@ class RunPlan:
     """What a recorded run is about to do: its items, and what decides its results."""
 
     options: RunOptions
+    # What decides the results, as run_evals sees them (compared whole on resume).
+    setup: Mapping[str, Any]
+    # What the caller records beside it (the app: its resolved config).
     config: Mapping[str, Any]
     overrides: tuple[str, ...]
     dataset: DatasetInfo | None
@@ -116,6 +118,7 @@ class RunRecorder:
                 # Where it ran: a sharded run's parts run on several machines or processes.
                 host=platform.node(),
                 pid=os.getpid(),
+                setup=dict(redact(plan.setup)),
                 config=dict(redact(plan.config)),
                 overrides=previous.overrides if previous else plan.overrides,
                 dataset=plan.dataset,
@@ -127,6 +130,7 @@ class RunRecorder:
                 # What the earlier parts of a resumed run sent and met, added to at the end.
                 judge=previous.judge if previous else None,
                 hook_errors=previous.hook_errors if previous else 0,
+                duration_s=previous.duration_s if previous else None,
                 resumptions=(
                     (
                         *previous.resumptions,
@@ -164,58 +168,62 @@ class RunRecorder:
         judges: JudgeStack,
         hook_errors: int,
         aborted_because: str | None,
-        scorer_ids: Sequence[str],
     ) -> tuple[Manifest, dict[str, Path]]:
-        """Compact the journal into the tables and write the final manifest."""
-        compacted = self._writer.finish(run_id=self.manifest.run_id, variant=self.manifest.variant)
-        tables, counts = compacted.tables, compacted.counts
-        expected = selected if selected is not None else len(self.kept) + drawn
-        unfinished = max(expected - counts.total, 0)
-        if status == "completed" and unfinished:
-            status = "interrupted"
-        before = self.manifest.judge or JudgeTraffic()
-        cache = judges.cache
-        manifest = self.manifest.model_copy(
-            update={
-                "status": status,
-                "aborted_because": aborted_because,
-                "finished_at": datetime.now(timezone.utc),
-                "duration_s": round(
-                    time.perf_counter() - self._clock + self._previous_duration_s, 3
-                ),
-                "counts": counts,
-                "unfinished": unfinished,
-                "hook_errors": self.manifest.hook_errors + hook_errors,
-                "means": {
-                    scorer_id: score_totals(tables["aggregates"], scorer_id)[1]
-                    for scorer_id in scorer_ids
-                },
-                "judge": JudgeTraffic(
-                    name=judges.name or before.name,
-                    requests=before.requests + judges.requests,
-                    retries=before.retries + judges.retries,
-                    throttled_429=before.throttled_429 + judges.throttled,
-                    cache=CacheUse(
-                        mode=self._options.cache,
-                        path=str(cache.path) if cache else None,
-                        hits=before.cache.hits + (cache.hits if cache else 0),
-                        stored=before.cache.stored + (cache.stored if cache else 0),
+        """Compact the journal into the tables and write the final manifest; the directory's
+        lock is held until the manifest is written."""
+        try:
+            compacted = self._writer.compact(
+                run_id=self.manifest.run_id, variant=self.manifest.variant
+            )
+            counts = compacted.counts
+            unfinished = unfinished_items(
+                selected, kept=len(self.kept), drawn=drawn, finished=counts.total
+            )
+            if status == "completed" and unfinished:
+                status = "interrupted"
+            manifest = self.manifest.model_copy(
+                update={
+                    "status": status,
+                    "aborted_because": aborted_because,
+                    "finished_at": datetime.now(timezone.utc),
+                    "duration_s": round(
+                        time.perf_counter() - self._clock + self._previous_duration_s, 3
                     ),
-                ),
-                "tokens": TokenTotals(**token_totals(tables["items"])),
-                "resources": Resources(
-                    cpu_s=round(time.process_time() - self._cpu_clock, 3),
-                    peak_rss_mb=peak_rss_mb(),
-                ),
-                "tables": {name: path.name for name, path in tables.items()},
-            }
-        )
-        write_manifest(self.run_dir, manifest)
+                    "counts": counts,
+                    "unfinished": unfinished,
+                    "hook_errors": self.manifest.hook_errors + hook_errors,
+                    "means": score_means(compacted.tables["aggregates"]),
+                    "judge": judges.traffic(self.manifest.judge),
+                    "tokens": TokenTotals(**token_totals(compacted.tables["items"])),
+                    "resources": Resources(
+                        cpu_s=round(time.process_time() - self._cpu_clock, 3),
+                        peak_rss_mb=peak_rss_mb(),
+                    ),
+                    "tables": {name: path.name for name, path in compacted.tables.items()},
+                }
+            )
+            write_manifest(self.run_dir, manifest)
+        finally:
+            self._writer.close()
         self.manifest = manifest
-        return manifest, tables
+        return manifest, compacted.tables
 
     def close(self) -> None:
         self._writer.close()
+
+
+def unfinished_items(selected: int | None, *, kept: int, drawn: int, finished: int) -> int:
+    """Items a run was to finish and did not: of the dataset's (or its shard's) when their
+    number is known, else of those drawn from a stream (one stopped early has more, uncounted,
+    and its status says it was interrupted).
+
+    >>> unfinished_items(10, kept=3, drawn=5, finished=7)
+    3
+    >>> unfinished_items(None, kept=0, drawn=5, finished=4)
+    1
+    """
+    expected = selected if selected is not None else kept + drawn
+    return max(expected - finished, 0)
 
 
 def _previous(run_dir: Path, plan: RunPlan) -> Manifest:
@@ -231,6 +239,7 @@ def _previous(run_dir: Path, plan: RunPlan) -> Manifest:
             f"{MANIFEST_SCHEMA_VERSION}); resume it with the version that started it"
         )
     differences = config_differences(previous.config, redact(plan.config))
+    differences += setup_differences(previous.setup, redact(plan.setup))
     if differences:
         raise ConfigError(
             "resume: the config differs from the run being resumed, so its items would not be "

@@ -26,7 +26,8 @@ from summeval_runner._io._shards import Shard
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
-from summeval_runner._runner._record import RunPlan, RunRecorder
+from summeval_runner._runner._record import RunPlan, RunRecorder, unfinished_items
+from summeval_runner._runner._setup import describe_setup
 from summeval_runner._scorers._outcome import ItemResult, RunCounts, scored_number, status_of
 from summeval_runner._scorers._result import ErrorInfo, FailedStep
 
@@ -78,14 +79,23 @@ class EvalRunResult:
 
     @property
     def passed(self) -> bool:
-        """The run finished every item, at least one, with no more errors than
-        ``max_error_rate`` allows: what a CI gate on the run should check."""
+        """What a CI gate on the run should check: the run finished every item, scored at
+        least one, and had no more errors than ``max_error_rate`` allows."""
         return (
             self.status == "completed"
             and not self.unfinished
-            and self.counts.total > 0
+            and self.counts.scored > 0
             and self.error_rate <= self.max_error_rate
         )
+
+
+def _declared_status(result: Any) -> Any:
+    return result.get("status") if isinstance(result, Mapping) else getattr(result, "status", None)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
@@ -237,6 +247,10 @@ class _Batch:
         # What stops the run at once: a refused key (every later call would fail the same way),
         # or a finished item that could not be recorded.
         self.fatal: list[BaseException] = []
+        # Every item was drawn (the run was not stopped before the end of the data).
+        self.exhausted = False
+        # The grace period after a stop ran out and the items in flight were cancelled.
+        self.cancelling = False
 
     @property
     def counts(self) -> RunCounts:
@@ -253,10 +267,19 @@ class _Batch:
         """Launch items as slots free up (never all at once), then wait for those in flight.
 
         When ``stop`` is set, no further item starts; those in flight get ``grace_s`` seconds
-        to finish and are then cancelled (they stay unfinished, with no result).
+        to finish and are then cancelled (they stay unfinished, with no result). ``exhausted``
+        says whether every item was drawn.
         """
         tasks: set[asyncio.Task[None]] = set()
         watcher = asyncio.create_task(self._cancel_after_stop(stop, grace_s, tasks))
+
+        def done(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            # A task ends in an exception only for what is beyond one item's failure (an item
+            # that could not be recorded is caught before): it stops the run, loudly.
+            if not task.cancelled() and task.exception() is not None:
+                self.fatal.append(task.exception())  # type: ignore[arg-type]
+
         try:
             # Items are drawn only as slots free up: an iterator (a dataset read as it goes) is
             # never read ahead of the work, so memory stays flat however long it is.
@@ -269,7 +292,9 @@ class _Batch:
                     self.drawn += 1
                     task = asyncio.create_task(self.process(position, item))
                     tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                    task.add_done_callback(done)
+                else:
+                    self.exhausted = True
             except Exception:
                 # Drawing the next item failed (a bad row): those started finish (and reach
                 # the hooks) before the error is raised.
@@ -281,59 +306,74 @@ class _Batch:
             if self.reporter is not None:
                 self.reporter.close()
 
-    @staticmethod
     async def _cancel_after_stop(
-        stop: asyncio.Event | None, grace_s: float, tasks: set[asyncio.Task[None]]
+        self, stop: asyncio.Event | None, grace_s: float, tasks: set[asyncio.Task[None]]
     ) -> None:
         if stop is None:
             return
         await stop.wait()
         await asyncio.sleep(grace_s)
+        self.cancelling = True
         for task in list(tasks):
             task.cancel()
 
+    def _cancel_requested(self) -> bool:
+        """Whether the CancelledError in this item's task was asked for (the run's grace ran
+        out, or the whole run is cancelled), rather than raised by a target or a scorer."""
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+        return self.cancelling or (cancelling is not None and cancelling() > 0)
+
     async def process(self, position: int, item: Item) -> None:
+        # The item holds its slot until its hooks are done: slow hooks slow the run down
+        # instead of piling up finished items.
         try:
-            if self.item_timeout_s is None:
-                result = await self.evaluate(item)
-            else:
-                try:
-                    result = await asyncio.wait_for(self.evaluate(item), self.item_timeout_s)
-                except asyncio.TimeoutError:
-                    result = self.failed(
-                        item,
-                        ErrorInfo(
-                            type="ItemTimeoutError",
-                            message=(
-                                f"the item took longer than item_timeout_s "
-                                f"({self.item_timeout_s:g} s)"
-                            ),
-                        ),
-                    )
-        except JudgeAuthError as error:
-            self.fatal.append(error)
-            return
-        finally:
-            self.item_slots.release()
-        if self.recorder is not None:
             try:
-                self.recorder.write(result, position)
-            except Exception as error:
-                # An item that cannot be recorded is not finished: stop, and say so.
+                result = await self.evaluate_in_time(item)
+            except asyncio.CancelledError:
+                if self._cancel_requested():
+                    raise  # unfinished: the run stops it
+                result = self.failed(
+                    item,
+                    ErrorInfo(
+                        type="CancelledError",
+                        message="the target or a scorer raised CancelledError, though the run "
+                        "did not cancel the item",
+                    ),
+                )
+            except JudgeAuthError as error:
                 self.fatal.append(error)
                 return
-        self.record(position, result)
-        for hook in self.hooks:
-            try:
-                returned = hook(result)
-                if inspect.isawaitable(returned):
-                    await returned
-            except Exception:
-                self.hook_errors += 1
-                logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
-        if self.reporter is not None:
-            first = result.results.get(self.ids[0])
-            self.reporter.update(score=scored_number(first), error=result.status == "error")
+            if self.recorder is not None:
+                try:
+                    self.recorder.write(result, position)
+                except Exception as error:
+                    # An item that cannot be recorded is not finished: stop, and say so.
+                    self.fatal.append(error)
+                    return
+            self.record(position, result)
+            for hook in self.hooks:
+                try:
+                    returned = hook(result)
+                    if inspect.isawaitable(returned):
+                        await returned
+                except Exception:
+                    self.hook_errors += 1
+                    logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
+            if self.reporter is not None:
+                first = result.results.get(self.ids[0])
+                self.reporter.update(score=scored_number(first), error=result.status == "error")
+        finally:
+            self.item_slots.release()
+
+    async def evaluate_in_time(self, item: Item) -> ItemResult:
+        if self.item_timeout_s is None:
+            return await self.evaluate(item)
+        try:
+            return await asyncio.wait_for(self.evaluate(item), self.item_timeout_s)
+        except asyncio.TimeoutError:
+            message = f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s)"
+            return self.failed(item, ErrorInfo(type="ItemTimeoutError", message=message))
 
     def record(self, position: int, result: ItemResult) -> None:
         self.finished += 1
@@ -396,10 +436,18 @@ class _Batch:
         for scorer_id, outcome in zip(self.ids, outcomes, strict=True):
             if isinstance(outcome, JudgeAuthError):
                 raise outcome
-            if isinstance(outcome, BaseException):
-                if not isinstance(outcome, Exception):
-                    raise outcome  # cancellation and interrupts are not item failures
+            # A scorer that raised CancelledError on its own (a cancellation of the item would
+            # have been raised here, not returned) failed this item like any other error.
+            if isinstance(outcome, Exception | asyncio.CancelledError):
                 outcome = _error(outcome, None)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # an interrupt (KeyboardInterrupt, SystemExit) is not an item's
+            elif status_of(outcome) == "error" and _declared_status(outcome) != "error":
+                outcome = ErrorInfo(
+                    type="InvalidScorerResult",
+                    message=f"scorer {scorer_id!r} returned {_shown(outcome)}, which is not a "
+                    "score: give a number, a bool, or an object or mapping with a 'score'",
+                )
             results[scorer_id] = outcome
         return results
 
@@ -424,36 +472,6 @@ def _hooks(on_item_complete: Hook | Sequence[Hook] | None) -> list[Hook]:
     if callable(on_item_complete):
         return [on_item_complete]
     return list(on_item_complete)
-
-
-def _described(scorers: Sequence[Scorer], target: Callable[[Any], Any] | None) -> dict[str, Any]:
-    """What decides a Python caller's results, for the manifest (and a resume's check): the
-    target's name, each scorer's judge and settings."""
-
-    def name(value: Any) -> str:
-        kind = value if inspect.isfunction(value) or inspect.isclass(value) else type(value)
-        return f"{kind.__module__}.{kind.__qualname__}"
-
-    model: dict[str, Any] = {}
-    scorer: dict[str, Any] = {}
-    for each in scorers:
-        judge = getattr(each, "judge", None)
-        if judge is not None:
-            identify = getattr(judge, "cache_identity", None)
-            model[each.id] = identify() if callable(identify) else {"judge": name(judge)}
-        options = getattr(each, "options", None)
-        settings = {"type": name(each)}
-        for key in ("max_questions", "scale", "max_reasks", "source"):
-            if hasattr(options, key):
-                settings[key] = getattr(options, key)
-        if getattr(options, "source_extractor", None) is not None:
-            settings["source_extractor"] = name(options.source_extractor)  # type: ignore[union-attr]
-        scorer[each.id] = settings
-    return {
-        "target": name(target) if target is not None else None,
-        "model": model,
-        "scorer": scorer,
-    }
 
 
 async def run_evals(
@@ -500,10 +518,12 @@ async def run_evals(
 
     **A run directory.** With ``output_dir``, each finished item is appended to its journal at
     once, and at the end the journal becomes Parquet tables (items, alignment, coverage,
-    aggregates) and a manifest (``config`` and ``overrides`` are recorded in it; by default the
-    scorers' and target's settings). ``resume=True`` continues the run in ``output_dir``: items
-    finished there are kept, those that ended in error are tried again, and the run is refused
-    (``ConfigError``) if its config, data or shard differ.
+    aggregates) and a manifest: what decides the results (``setup``: the target, each scorer's
+    judge and settings, how a dataset file is read), and the caller's ``config`` and
+    ``overrides`` as given. ``resume=True`` continues the run in ``output_dir``: items finished
+    there are kept, those that ended in error are tried again, and the run is refused
+    (``ConfigError``) if its setup, its config's dataset, target, model or scorer sections, its
+    data or its shard differ.
     """
     opts = RunOptions.of(options, option_values)
     ids = _scorer_ids(scorers)
@@ -512,38 +532,46 @@ async def run_evals(
         raise ConfigError("resume=True needs the output_dir of the run to continue")
     items = _prepare(data, target is not None, opts.shard, total)
     judges = JudgeStack(opts)
+    recorder: RunRecorder | None = None
     try:
         # Opens the response cache: a cache that cannot be opened fails before any write.
         bound = judges.bind(scorers)
-        recorder = None
         if output_dir is not None:
             plan = RunPlan(
                 options=opts,
-                config=config if config is not None else _described(scorers, target),
+                setup=describe_setup(scorers, target, data),
+                config=config or {},
                 overrides=tuple(overrides),
                 dataset=items.dataset,
                 selected=items.selected,
             )
             recorder = RunRecorder.open(Path(output_dir), resume=resume, plan=plan)
+        kept = recorder.kept if recorder is not None else frozenset()
+        to_do = None if items.selected is None else items.selected - len(kept)
+        batch = _Batch(
+            scorers=bound,
+            ids=ids,
+            target=target,
+            hooks=hooks,
+            options=opts,
+            reporter=(
+                ProgressReporter(
+                    to_do if to_do is not None else total,
+                    details=judges.describe if judges else None,
+                )
+                if opts.progress
+                else None
+            ),
+            recorder=recorder,
+            keep_results=keep_results,
+        )
     except BaseException:
-        await judges.aclose()
+        try:
+            await judges.aclose()
+        finally:
+            if recorder is not None:
+                recorder.close()  # its manifest says running: a resume starts it afresh
         raise
-    kept = recorder.kept if recorder is not None else frozenset()
-    to_do = None if items.selected is None else items.selected - len(kept)
-    batch = _Batch(
-        scorers=bound,
-        ids=ids,
-        target=target,
-        hooks=hooks,
-        options=opts,
-        reporter=(
-            ProgressReporter(to_do, details=judges.describe if judges else None)
-            if opts.progress
-            else None
-        ),
-        recorder=recorder,
-        keep_results=keep_results,
-    )
     todo = ((p, item) for p, item in items.draw() if item.id not in kept)
     stopped: BaseException | None = None
     recorded: tuple[Manifest, dict[str, Path]] | None = None
@@ -557,7 +585,7 @@ async def run_evals(
             await judges.aclose()
         finally:
             if recorder is not None:
-                status, because = _outcome(batch, stopped)
+                status, because = _ending(batch, stopped)
                 recorded = recorder.finish(
                     status=status,
                     selected=items.selected,
@@ -565,7 +593,6 @@ async def run_evals(
                     judges=judges,
                     hook_errors=batch.hook_errors,
                     aborted_because=because,
-                    scorer_ids=ids,
                 )
     if batch.fatal:
         raise batch.fatal[0]
@@ -585,7 +612,10 @@ async def run_evals(
             manifest=manifest,
             tables=tables,
         )
-    unfinished = (to_do if to_do is not None else batch.drawn) - batch.finished
+    unfinished = unfinished_items(
+        items.selected, kept=0, drawn=batch.drawn, finished=batch.finished
+    )
+    ending, _ = _ending(batch, stopped)
     return EvalRunResult(
         means={
             scorer_id: statistics.fmean(scores) if scores else None
@@ -595,14 +625,9 @@ async def run_evals(
         items=_ordered(batch),
         hook_errors=batch.hook_errors,
         unfinished=unfinished,
-        status="interrupted" if unfinished else "completed",
+        status="completed" if ending == "completed" and not unfinished else "interrupted",
         max_error_rate=opts.max_error_rate,
-        judge_traffic=JudgeTraffic(
-            name=judges.name,
-            requests=judges.requests,
-            retries=judges.retries,
-            throttled_429=judges.throttled,
-        ),
+        judge_traffic=judges.traffic(),
     )
 
 
@@ -610,12 +635,11 @@ def _ordered(batch: _Batch) -> tuple[ItemResult, ...]:
     return tuple(result for _, result in sorted(batch.done, key=lambda pair: pair[0]))
 
 
-def _outcome(batch: _Batch, stopped: BaseException | None) -> tuple[RunStatus, str | None]:
-    """How a recorded run ended: its status, and what stopped it when it was cut short.
-
-    ``completed`` becomes ``interrupted`` when items are left unfinished (the recorder counts
-    them).
-    """
+def _ending(batch: _Batch, stopped: BaseException | None) -> tuple[RunStatus, str | None]:
+    """How a run ended, and what cut it short: ``aborted`` (a refused key, an item that could
+    not be recorded, a bad row), ``interrupted`` (stopped before every item was drawn, or
+    cancelled), else ``completed`` (which becomes ``interrupted`` if items were left
+    unfinished: the one who counts them decides)."""
     fatal = batch.fatal[0] if batch.fatal else None
     if isinstance(fatal, JudgeAuthError):
         return "aborted", scrub(str(fatal))
@@ -623,7 +647,9 @@ def _outcome(batch: _Batch, stopped: BaseException | None) -> tuple[RunStatus, s
         return "aborted", scrub(f"a finished item could not be recorded: {fatal!r}")
     if isinstance(stopped, Exception):
         return "aborted", scrub(f"{type(stopped).__name__}: {stopped}")
-    return ("interrupted", None) if stopped is not None else ("completed", None)
+    if stopped is not None or not batch.exhausted:
+        return "interrupted", None
+    return "completed", None
 
 
 def run_evals_sync(**kwargs: Any) -> EvalRunResult:

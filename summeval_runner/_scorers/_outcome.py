@@ -15,24 +15,46 @@ from pydantic import BaseModel, ConfigDict
 from summeval_runner._scorers._result import ErrorInfo, Status
 
 
-def status_of(result: Any) -> Status:
-    """Any scorer's result read as a status: an ``ErrorInfo`` is an error; otherwise its
-    ``status`` attribute when that is ``unscorable`` or ``error``; otherwise ``scored``."""
-    if isinstance(result, ErrorInfo):
-        return "error"
-    status = getattr(result, "status", "scored")
-    if status == "unscorable":
-        return "unscorable"
-    return "error" if status == "error" else "scored"
+def _field(result: Any, name: str) -> Any:
+    # A result object's attribute, or a mapping's key (a scorer may return {"score": ...}).
+    if isinstance(result, Mapping):
+        return result.get(name)
+    return getattr(result, name, None)
 
 
 def number_of(result: Any) -> float | None:
-    """Any scorer's number: its ``score`` attribute, or the result itself when it is a number
-    (a bool is not); ``None`` otherwise."""
-    score = getattr(result, "score", result)
+    """Any scorer's number: its ``score`` (attribute or key), or the result itself when it is a
+    number (a bool is not); ``None`` otherwise.
+
+    >>> number_of({"score": 0.5}), number_of(0.75), number_of(True)
+    (0.5, 0.75, None)
+    """
+    score = result if isinstance(result, int | float) else _field(result, "score")
     if isinstance(score, bool) or not isinstance(score, int | float):
         return None
     return float(score)
+
+
+def status_of(result: Any) -> Status:
+    """Any scorer's result read as a status.
+
+    An ``ErrorInfo`` is an error; a result whose ``status`` (attribute or key) is
+    ``unscorable`` or ``error`` is that; a result with a number (``number_of``), or with a
+    boolean verdict as its score, is scored; anything else (``None``, a string, a mapping
+    without a score) is an error: a scorer that gave nothing to count must not pass as scored.
+
+    >>> status_of({"score": 0.9}), status_of(None), status_of({"status": "unscorable"})
+    ('scored', 'error', 'unscorable')
+    """
+    if isinstance(result, ErrorInfo):
+        return "error"
+    status = _field(result, "status")
+    if status in ("unscorable", "error"):
+        return status  # type: ignore[no-any-return]
+    verdict = result if isinstance(result, bool) else _field(result, "score")
+    if number_of(result) is not None or isinstance(verdict, bool):
+        return "scored"
+    return "error"
 
 
 def scored_number(result: Any) -> float | None:

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict
 from summeval_runner._judges._protocol import AnalyzeStepResult, PreprocessStepResult
 
 Status = Literal["scored", "unscorable", "error"]
+# The summarization scorer's id, in every row it writes.
+SUMMARIZATION_SCORER_ID = "summarization-scorer"
 # The dimensions a summarization result reports: each metric's name, and the result's (and the
 # items table's) column that holds it.
 METRICS: Mapping[str, str] = {

@@ -49,6 +49,7 @@ from summeval_runner._scorers._prompts import (
     reason_messages,
 )
 from summeval_runner._scorers._result import (
+    SUMMARIZATION_SCORER_ID,
     ErrorInfo,
     Status,
     StepUsage,
@@ -161,7 +162,7 @@ class SummarizationScorer:
     judge: Judge
     options: SummarizationMetricOptions
 
-    id: ClassVar[str] = "summarization-scorer"
+    id: ClassVar[str] = SUMMARIZATION_SCORER_ID
     name: ClassVar[str] = "Summarization"
     description: ClassVar[str] = (
         "Alignment (every claim of the summary is supported by the source) and coverage (closed "
