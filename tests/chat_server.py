@@ -156,6 +156,12 @@ class ChatServer:
         with self._lock:
             self._script.extend(entries)
 
+    @property
+    def arrivals(self) -> int:
+        """Requests that reached the server, held ones included."""
+        with self._lock:
+            return self._arrivals
+
     def hold_after(self, requests: int) -> None:
         """Answer the next ``requests`` requests, then hold every later one until ``release()``:
         a run can then be stopped in the middle whatever the machine's speed."""

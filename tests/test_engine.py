@@ -21,6 +21,7 @@ from summeval_runner import (
     DatasetFile,
     EvalRunResult,
     FieldMap,
+    InputError,
     ItemResult,
     OpenAIJudge,
     OpenAIJudgeConfig,
@@ -242,7 +243,7 @@ def test_options_come_as_an_object_a_mapping_or_keywords_and_concurrency_is_an_a
     [
         ({"concurrency": 0}, "max_items_in_flight must be an integer >= 1, got 0"),
         ({"concurrency": 2, "max_items_in_flight": 3}, "max_items_in_flight is given twice"),
-        ({"max_items_in_flights": 3}, "unknown run option 'max_items_in_flights'"),
+        ({"max_items_in_flights": 3}, "max_items_in_flights is not a run option"),
         ({"retry": {"max_attempts": 0}}, "retry.max_attempts must be >= 1, got 0"),
         ({"retry": {"tries": 3}}, "retry: unknown setting 'tries'"),
         (
@@ -500,3 +501,67 @@ def test_a_resume_with_a_callers_config_still_checks_the_scorers_and_the_data_ma
     other_field = DatasetFile(path, FieldMap(input="body"))
     with pytest.raises(ConfigError, match=r"setup\.data\.fields\.input was 'text', now 'body'"):
         resume(create_summarization_scorer("offline"), other_field)
+
+
+def test_a_cancelled_run_leaves_no_item_running(
+    tmp_path: Path, chat_server: ChatServer, openai_key: None
+) -> None:
+    # The server answers 6 requests and holds the rest: the run is cancelled in the middle, as
+    # asyncio.wait_for or a cancelled notebook cell does, with more items waiting to start.
+    chat_server.hold_after(6)
+    data = [{"id": f"d{i}", "input": SOURCE, "output": f"The dam opened {i}."} for i in range(40)]
+
+    async def main() -> set[asyncio.Task[Any]]:
+        run = asyncio.create_task(
+            run_evals(
+                scorers=[openai_scorer(chat_server)],
+                data=data,
+                cache="off",
+                max_items_in_flight=4,
+                output_dir=tmp_path / "run",
+            )
+        )
+        while chat_server.arrivals < 8:  # requests are held at the server now
+            await asyncio.sleep(0.01)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    try:
+        left_running = asyncio.run(main())
+    finally:
+        chat_server.release()
+
+    # Nothing of the run goes on sending requests (and paying for them) after it returned.
+    assert left_running == set()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
+    assert (manifest["status"], manifest["unfinished"]) == ("interrupted", 40)
+
+
+def test_a_stream_cannot_be_resumed_and_a_list_is_checked_before_any_work(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def target(text: str) -> str:
+        calls.append(text)
+        return text
+
+    with pytest.raises(ConfigError, match="resume=True needs data whose content can be checked"):
+        asyncio.run(
+            run_evals(
+                target=target,
+                scorers=[create_summarization_scorer("offline")],
+                data=({"input": SOURCE} for _ in range(2)),
+                output_dir=tmp_path,
+                resume=True,
+            )
+        )
+    with pytest.raises(InputError, match="data item 1: 'input' must be text or chat messages"):
+        asyncio.run(
+            run_evals(
+                target=target,
+                scorers=[create_summarization_scorer("offline")],
+                data=[{"input": SOURCE}, {"input": 42}],
+            )
+        )
+    assert calls == []

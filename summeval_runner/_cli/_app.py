@@ -4,9 +4,10 @@ The app turns its config into the library's arguments (``_plan``), calls ``run_e
 prints (``_summary``); everything a run does is the library's.
 
 Exit codes: 0 the run completed; 1 the share of errored items exceeded
-``runner.max_error_rate``, or the judge refused the credentials; 2 bad config or input, found
-before any judge call; 130 (Ctrl-C) or 143 (SIGTERM) the run was interrupted, its finished items
-written; it continues with ``runner.resume=<run dir>``.
+``runner.max_error_rate``, no item was scored, or the judge refused the credentials (the
+library's ``EvalRunResult.passed`` decides); 2 bad config or input, found before any judge call;
+130 (Ctrl-C) or 143 (SIGTERM) the run was interrupted, its finished items written; it continues
+with ``runner.resume=<run dir>``.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--version" in arguments:
-        print(f"summeval-run {__version__}")
+        print(f"summeval-run {__version__} (Hydra {hydra.__version__})")
         return EXIT_OK
     register_configs(ConfigStore.instance())
     exit_codes: list[int] = []

@@ -29,7 +29,7 @@ _WIDEST_LABEL = 60
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="summeval-compare",
-        description="Compare summeval-run runs: means with 95%% intervals and, against a "
+        description="Compare summeval-run runs: means with 95% intervals and, against a "
         "baseline, paired differences on the items both scored.",
     )
     parser.add_argument("runs", nargs="*", type=Path, help="run directories (outputs/...)")

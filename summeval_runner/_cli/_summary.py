@@ -28,8 +28,11 @@ def print_summary(run_dir: Path, manifest: Manifest) -> None:
     aggregates = manifest.tables.get("aggregates")
     if aggregates is None:
         return
+    rows = pq.read_table(run_dir / aggregates).to_pylist()
+    if not rows:
+        return
     print(f"{'scorer':<22} {'metric':<10} {'n':>5} {'mean':>7}  {'95% CI':<17}")
-    for row in pq.read_table(run_dir / aggregates).to_pylist():
+    for row in rows:
         mean = f"{row['mean']:.3f}" if row["mean"] is not None else "n/a"
         ci = (
             f"[{row['ci95_low']:.3f}, {row['ci95_high']:.3f}]"

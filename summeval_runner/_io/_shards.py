@@ -34,7 +34,9 @@ class Shard:
         if match is None:
             raise ConfigError(f"shard must be I/N (shard I of N, counted from 0), got {spec!r}")
         index, count = int(match[1]), int(match[2])
-        if count < 1 or index >= count:
+        if count < 1:
+            raise ConfigError(f"shard must be I/N with N >= 1 shards, got {spec!r}")
+        if index >= count:
             raise ConfigError(
                 f"shard must be I/N with 0 <= I < N (shards 0/{max(count, 1)} to "
                 f"{max(count, 1) - 1}/{max(count, 1)}), got {spec!r}"

@@ -93,6 +93,10 @@ class RunOptions:
             raise ConfigError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}")
         if self.shard is not None and not isinstance(self.shard, Shard):
             raise ConfigError(f"shard must be 'I/N' or a Shard, got {self.shard!r}")
+        if not isinstance(self.progress, bool):
+            raise ConfigError(f"progress must be True or False, got {self.progress!r}")
+        if self.cache_path is not None and not isinstance(self.cache_path, Path):
+            raise ConfigError(f"cache_path must be a path or None, got {self.cache_path!r}")
         if self.variant is not None and (not isinstance(self.variant, str) or not self.variant):
             raise ConfigError(f"variant must be a non-empty string or None, got {self.variant!r}")
 
@@ -125,7 +129,7 @@ def _normalised(values: Mapping[str, Any]) -> dict[str, Any]:
         name = _ALIASES.get(str(raw_name), str(raw_name))
         if name not in known:
             raise ConfigError(
-                f"unknown run option {raw_name!r}; expected one of: "
+                f"{raw_name} is not a run option; expected one of: "
                 f"{', '.join(sorted(known | set(_ALIASES)))}"
             )
         if name in changes:

@@ -128,6 +128,12 @@ def _as_item(raw: Mapping[str, Any] | Item, index: int, ids: IdAllocator, has_ta
         )
     else:
         raise InputError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    for name in ("input", "output"):
+        value = getattr(item, name)
+        if value is not None and not isinstance(value, str | list | Mapping):
+            raise InputError(
+                f"{where}: {name!r} must be text or chat messages, got {_shown(value)}"
+            )
     if not has_target and item.output is None:
         raise InputError(f"{where}: no 'output', and no target to produce one")
     return item
@@ -301,6 +307,14 @@ class _Batch:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
             await asyncio.gather(*tasks, return_exceptions=True)
+        except BaseException:
+            # The run itself is cancelled or interrupted: its items stop with it, before the
+            # run closes its judges; none may go on sending requests after it returns.
+            self.cancelling = True
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         finally:
             watcher.cancel()
             if self.reporter is not None:
@@ -530,6 +544,13 @@ async def run_evals(
     hooks = _hooks(on_item_complete)
     if resume and output_dir is None:
         raise ConfigError("resume=True needs the output_dir of the run to continue")
+    if resume and not isinstance(data, DatasetFile | Sequence):
+        # A stream cannot be checked against the run's data before items are drawn, so a
+        # changed one would mix two datasets in one run without a word.
+        raise ConfigError(
+            "resume=True needs data whose content can be checked against the run's: a list of "
+            f"items or a DatasetFile, got {type(data).__name__}"
+        )
     items = _prepare(data, target is not None, opts.shard, total)
     judges = JudgeStack(opts)
     recorder: RunRecorder | None = None
