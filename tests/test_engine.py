@@ -536,7 +536,10 @@ def test_a_cancelled_run_leaves_no_item_running(
     # Nothing of the run goes on sending requests (and paying for them) after it returned.
     assert left_running == set()
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
-    assert (manifest["status"], manifest["unfinished"]) == ("interrupted", 40)
+    # Six answers finish two items at most (three calls each), whichever items they went to.
+    assert manifest["status"] == "interrupted"
+    assert manifest["counts"]["total"] <= 2
+    assert manifest["unfinished"] == 40 - manifest["counts"]["total"]
 
 
 def test_a_stream_cannot_be_resumed_and_a_list_is_checked_before_any_work(tmp_path: Path) -> None:
