@@ -1,0 +1,303 @@
+"""One call of ``run_evals`` at work: items launched as slots free up, each evaluated, journaled,
+counted and handed to the hooks; stopped, cancelled and failed items accounted for."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias
+
+from summeval_runner._errors import InputError, JudgeAuthError
+from summeval_runner._io._datasets import Item
+from summeval_runner._runner._items import shown
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._progress import ProgressReporter
+from summeval_runner._runner._record import RunRecorder
+from summeval_runner._scorers._outcome import ItemResult, RunCounts, scored_number, status_of
+from summeval_runner._scorers._result import ErrorInfo, FailedStep
+
+logger = logging.getLogger("summeval_runner")
+Hook: TypeAlias = Callable[[ItemResult], Any]
+
+
+def _declared_status(result: Any) -> Any:
+    return result.get("status") if isinstance(result, Mapping) else getattr(result, "status", None)
+
+
+def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
+    return ErrorInfo(type=type(error).__name__, message=str(error) or repr(error), step=step)
+
+
+def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
+    for result in results.values():
+        if isinstance(result, ErrorInfo):
+            return result
+        error = getattr(result, "error", None)
+        if status_of(result) == "error" and isinstance(error, ErrorInfo):
+            return error
+    return None
+
+
+def _is_async_callable(target: Callable[..., Any]) -> bool:
+    call = getattr(target, "__call__", None)  # noqa: B004 - instances with an async __call__
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(call)
+
+
+async def _call_target(target: Callable[[Any], Any], input: Any) -> Any:
+    if _is_async_callable(target):
+        return await target(input)
+    # A sync target may block (an HTTP call, a model): keep it off the event loop.
+    output = await asyncio.to_thread(target, input)
+    return await output if inspect.isawaitable(output) else output
+
+
+class Batch:
+    """One call of ``run_evals``: its parts, its bounds, and what it has gathered so far."""
+
+    def __init__(
+        self,
+        *,
+        scorers: Sequence[Any],
+        ids: list[str],
+        target: Callable[[Any], Any] | None,
+        hooks: list[Hook],
+        options: RunOptions,
+        reporter: ProgressReporter | None,
+        recorder: RunRecorder | None,
+        keep_results: bool,
+    ) -> None:
+        self.scorers = scorers
+        self.ids = ids
+        self.target = target
+        self.hooks = hooks
+        self.reporter = reporter
+        self.recorder = recorder
+        self.keep_results = keep_results
+        self.item_timeout_s = options.item_timeout_s
+        self.item_slots = asyncio.Semaphore(options.max_items_in_flight)
+        self.target_slots = asyncio.Semaphore(options.max_target_calls_in_flight)
+        # Finished items' results, when kept; counts and score sums always.
+        self.done: list[tuple[int, ItemResult]] = []
+        self.finished = 0
+        self.drawn = 0
+        self.statuses = {"scored": 0, "unscorable": 0, "error": 0}
+        # Scored values per scorer, for the means (floats only: a few MB for 100,000 items).
+        self.scores: dict[str, list[float]] = {scorer_id: [] for scorer_id in ids}
+        self.hook_errors = 0
+        # What stops the run at once: a refused key (every later call would fail the same way),
+        # or a finished item that could not be recorded.
+        self.fatal: list[BaseException] = []
+        # Every item was drawn (the run was not stopped before the end of the data).
+        self.exhausted = False
+        # The grace period after a stop ran out and the items in flight were cancelled.
+        self.cancelling = False
+
+    @property
+    def counts(self) -> RunCounts:
+        return RunCounts(
+            total=self.finished,
+            scored=self.statuses["scored"],
+            unscorable=self.statuses["unscorable"],
+            errors=self.statuses["error"],
+        )
+
+    async def run(
+        self, items: Iterator[tuple[int, Item]], stop: asyncio.Event | None, grace_s: float
+    ) -> None:
+        """Launch items as slots free up (never all at once), then wait for those in flight.
+
+        When ``stop`` is set, no further item starts; those in flight get ``grace_s`` seconds
+        to finish and are then cancelled (they stay unfinished, with no result). ``exhausted``
+        says whether every item was drawn.
+        """
+        tasks: set[asyncio.Task[None]] = set()
+        watcher = asyncio.create_task(self._cancel_after_stop(stop, grace_s, tasks))
+
+        def done(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            # A task ends in an exception only for what is beyond one item's failure (an item
+            # that could not be recorded is caught before): it stops the run, loudly.
+            if not task.cancelled() and task.exception() is not None:
+                self.fatal.append(task.exception())  # type: ignore[arg-type]
+
+        try:
+            # Items are drawn only as slots free up: an iterator (a dataset read as it goes) is
+            # never read ahead of the work, so memory stays flat however long it is.
+            try:
+                for position, item in items:
+                    await self.item_slots.acquire()
+                    if self.fatal or (stop is not None and stop.is_set()):
+                        self.item_slots.release()
+                        break
+                    self.drawn += 1
+                    task = asyncio.create_task(self.process(position, item))
+                    tasks.add(task)
+                    task.add_done_callback(done)
+                else:
+                    self.exhausted = True
+            except Exception:
+                # Drawing the next item failed (a bad row): those started finish (and reach
+                # the hooks) before the error is raised.
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            await asyncio.gather(*tasks, return_exceptions=True)
+        except BaseException:
+            # The run itself is cancelled or interrupted: its items stop with it, before the
+            # run closes its judges; none may go on sending requests after it returns.
+            self.cancelling = True
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            watcher.cancel()
+            if self.reporter is not None:
+                self.reporter.close()
+
+    async def _cancel_after_stop(
+        self, stop: asyncio.Event | None, grace_s: float, tasks: set[asyncio.Task[None]]
+    ) -> None:
+        if stop is None:
+            return
+        await stop.wait()
+        await asyncio.sleep(grace_s)
+        self.cancelling = True
+        for task in list(tasks):
+            task.cancel()
+
+    def _cancel_requested(self) -> bool:
+        """Whether the CancelledError in this item's task was asked for (the run's grace ran
+        out, or the whole run is cancelled), rather than raised by a target or a scorer."""
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+        return self.cancelling or (cancelling is not None and cancelling() > 0)
+
+    async def process(self, position: int, item: Item) -> None:
+        # The item holds its slot until its hooks are done: slow hooks slow the run down
+        # instead of piling up finished items.
+        try:
+            try:
+                result = await self.evaluate_in_time(item)
+            except asyncio.CancelledError:
+                if self._cancel_requested():
+                    raise  # unfinished: the run stops it
+                result = self.failed(
+                    item,
+                    ErrorInfo(
+                        type="CancelledError",
+                        message="the target or a scorer raised CancelledError, though the run "
+                        "did not cancel the item",
+                    ),
+                )
+            except JudgeAuthError as error:
+                self.fatal.append(error)
+                return
+            if self.recorder is not None:
+                try:
+                    self.recorder.write(result, position)
+                except Exception as error:
+                    # An item that cannot be recorded is not finished: stop, and say so.
+                    self.fatal.append(error)
+                    return
+            self.record(position, result)
+            for hook in self.hooks:
+                try:
+                    returned = hook(result)
+                    if inspect.isawaitable(returned):
+                        await returned
+                except Exception:
+                    self.hook_errors += 1
+                    logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
+            if self.reporter is not None:
+                first = result.results.get(self.ids[0])
+                self.reporter.update(score=scored_number(first), error=result.status == "error")
+        finally:
+            self.item_slots.release()
+
+    async def evaluate_in_time(self, item: Item) -> ItemResult:
+        if self.item_timeout_s is None:
+            return await self.evaluate(item)
+        try:
+            return await asyncio.wait_for(self.evaluate(item), self.item_timeout_s)
+        except asyncio.TimeoutError:
+            message = f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s)"
+            return self.failed(item, ErrorInfo(type="ItemTimeoutError", message=message))
+
+    def record(self, position: int, result: ItemResult) -> None:
+        self.finished += 1
+        self.statuses[result.status] += 1
+        for scorer_id, scores in self.scores.items():
+            score = scored_number(result.results.get(scorer_id))
+            if score is not None:
+                scores.append(score)
+        if self.keep_results:
+            self.done.append((position, result))
+
+    def failed(self, item: Item, error: ErrorInfo, **known: Any) -> ItemResult:
+        """The result of an item that failed before its scorers could say: every scorer's
+        result is the error, so every table has the item."""
+        return ItemResult(
+            item_id=item.id,
+            input=item.input,
+            output=known.get("output", item.output),
+            metadata=item.metadata,
+            results=dict.fromkeys(self.ids, error),
+            error=error,
+            target_latency_s=known.get("latency"),
+        )
+
+    async def evaluate(self, item: Item) -> ItemResult:
+        output, latency = item.output, None
+        if self.target is not None:
+            started = time.perf_counter()
+            try:
+                async with self.target_slots:
+                    output = await _call_target(self.target, item.input)
+                if not isinstance(output, str | list | Mapping):
+                    raise InputError(
+                        f"the target must return a string or messages, got {type(output).__name__}"
+                    )
+            except JudgeAuthError:
+                raise  # an agent behind a refused key fails every item the same way
+            except Exception as error:
+                latency = time.perf_counter() - started
+                return self.failed(item, _error(error, "target"), output=None, latency=latency)
+            latency = time.perf_counter() - started
+        results = await self.score(item.input, output)
+        return ItemResult(
+            item_id=item.id,
+            input=item.input,
+            output=output,
+            metadata=item.metadata,
+            results=results,
+            error=_first_failure(results),
+            target_latency_s=latency,
+        )
+
+    async def score(self, input: Any, output: Any) -> dict[str, Any]:
+        """Every scorer's result, or the ErrorInfo of the scorer that raised."""
+        outcomes = await asyncio.gather(
+            *(scorer.run(input=input, output=output) for scorer in self.scorers),
+            return_exceptions=True,
+        )
+        results: dict[str, Any] = {}
+        for scorer_id, outcome in zip(self.ids, outcomes, strict=True):
+            if isinstance(outcome, JudgeAuthError):
+                raise outcome
+            # A scorer that raised CancelledError on its own (a cancellation of the item would
+            # have been raised here, not returned) failed this item like any other error.
+            if isinstance(outcome, Exception | asyncio.CancelledError):
+                outcome = _error(outcome, None)
+            elif isinstance(outcome, BaseException):
+                raise outcome  # an interrupt (KeyboardInterrupt, SystemExit) is not an item's
+            elif status_of(outcome) == "error" and _declared_status(outcome) != "error":
+                outcome = ErrorInfo(
+                    type="InvalidScorerResult",
+                    message=f"scorer {scorer_id!r} returned {shown(outcome)}, which is not a "
+                    "score: give a number, a bool, or an object or mapping with a 'score'",
+                )
+            results[scorer_id] = outcome
+        return results
