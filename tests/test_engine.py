@@ -409,6 +409,17 @@ def test_a_run_stopped_before_the_end_of_a_stream_is_interrupted_not_passed(
         assert result.counts.total < 100
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
     assert manifest["status"] == "interrupted"
+    # Nothing can show a list to hold what the stream held: the run is not resumed over it.
+    with pytest.raises(ConfigError, match="read its items from a stream"):
+        asyncio.run(
+            run_evals(
+                target=first_sentence,
+                scorers=[create_summarization_scorer("offline")],
+                data=list(stream()),
+                output_dir=tmp_path / "run",
+                resume=True,
+            )
+        )
 
 
 def test_a_run_that_scores_nothing_or_reads_no_score_does_not_pass() -> None:

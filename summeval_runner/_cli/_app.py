@@ -28,7 +28,7 @@ from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._signals import Interrupts
 from summeval_runner._cli._summary import print_summary
-from summeval_runner._errors import JudgeAuthError, SummevalError
+from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
 from summeval_runner._io._journal import locked
 from summeval_runner._io._manifest import read_manifest, scrub, write_manifest
 from summeval_runner._runner._run import EvalRunResult, run_evals
@@ -86,9 +86,15 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
             exit_code = interrupts.exit_code
         else:
             exit_code = EXIT_FAILED
-    with locked(job.run_dir):
-        manifest = read_manifest(job.run_dir).model_copy(update={"exit_code": exit_code})
-        write_manifest(job.run_dir, manifest)
+    try:
+        with locked(job.run_dir):
+            manifest = read_manifest(job.run_dir).model_copy(update={"exit_code": exit_code})
+            write_manifest(job.run_dir, manifest)
+    except ConfigError as error:
+        # Another process took the directory the moment this run let go of it (a resume):
+        # its manifest is that run's now; this run's outcome is still printed and returned.
+        print(f"summeval-run: the exit code was not recorded: {error}", file=sys.stderr)
+        manifest = read_manifest(job.run_dir)
     shard = manifest.shard
     if shard is not None and manifest.dataset is not None:
         print(

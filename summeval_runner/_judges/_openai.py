@@ -12,7 +12,6 @@ import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from types import TracebackType
 from typing import Any, Literal
 
 import openai
@@ -25,7 +24,7 @@ from summeval_runner._errors import (
     JudgeInputTooLargeError,
     MissingAPIKeyError,
 )
-from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsage
+from summeval_runner._judges._protocol import AsyncClosing, JudgeReply, JudgeRequest, TokenUsage
 
 # Sent when api_key_env is None: local servers (vLLM, Ollama, llama.cpp) want no key, but the SDK
 # requires one.
@@ -170,7 +169,7 @@ async def _close_at_loop_shutdown(
         await client.close()
 
 
-class OpenAIJudge:
+class OpenAIJudge(AsyncClosing):
     """A judge backed by an OpenAI-compatible Chat Completions endpoint.
 
     An async context manager: ``async with OpenAIJudge(config) as judge:`` closes its HTTP client
@@ -204,17 +203,6 @@ class OpenAIJudge:
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
         await self._chat.aclose()
-
-    async def __aenter__(self) -> OpenAIJudge:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def without_retries(self) -> OpenAIJudge:
         """A new judge like this one whose SDK does not retry (its own clients, its own key).

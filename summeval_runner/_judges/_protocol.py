@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
 
@@ -170,6 +171,28 @@ class Judge(Protocol):
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one step. Raise ``JudgeAPIError`` when the request itself fails."""
         ...
+
+
+_Closing = TypeVar("_Closing", bound="AsyncClosing")
+
+
+class AsyncClosing:
+    """``async with thing:`` closes ``thing`` (``await thing.aclose()``) when the block ends;
+    for what holds connections: a judge, a scorer that holds one."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: _Closing) -> _Closing:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 def judge_name(judge: Judge) -> str:

@@ -16,15 +16,17 @@ from summeval_runner._runner._items import shown
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._record import RunRecorder
-from summeval_runner._scorers._outcome import ItemResult, RunCounts, scored_number, status_of
+from summeval_runner._scorers._outcome import (
+    ItemResult,
+    RunCounts,
+    scored_number,
+    status_of,
+    unreadable,
+)
 from summeval_runner._scorers._result import ErrorInfo, FailedStep
 
 logger = logging.getLogger("summeval_runner")
 Hook: TypeAlias = Callable[[ItemResult], Any]
-
-
-def _declared_status(result: Any) -> Any:
-    return result.get("status") if isinstance(result, Mapping) else getattr(result, "status", None)
 
 
 def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
@@ -293,7 +295,7 @@ class Batch:
                 outcome = _error(outcome, None)
             elif isinstance(outcome, BaseException):
                 raise outcome  # an interrupt (KeyboardInterrupt, SystemExit) is not an item's
-            elif status_of(outcome) == "error" and _declared_status(outcome) != "error":
+            elif unreadable(outcome):
                 outcome = ErrorInfo(
                     type="InvalidScorerResult",
                     message=f"scorer {scorer_id!r} returned {shown(outcome)}, which is not a "

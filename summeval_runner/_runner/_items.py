@@ -65,11 +65,11 @@ def prepare(
     """Check what can be checked before any work: a list or a dataset file whole, each row of
     a file read once to check it and again as items start; other iterables item by item."""
 
-    def selected_of(items: Iterable[Item]) -> int:
-        return sum(shard is None or shard.holds(item.id) for item in items)
+    def wanted(item: Item) -> bool:
+        return shard is None or shard.holds(item.id)
 
     def chosen(entries: Iterator[tuple[int, Item]]) -> Iterator[tuple[int, Item]]:
-        return ((p, item) for p, item in entries if shard is None or shard.holds(item.id))
+        return ((p, item) for p, item in entries if wanted(item))
 
     if isinstance(data, DatasetFile):
         count = selected = 0
@@ -77,7 +77,7 @@ def prepare(
         for position, raw in enumerate(data):
             item = _as_item(raw, position, checked, has_target)
             count += 1
-            selected += shard is None or shard.holds(item.id)
+            selected += wanted(item)
         if not count:
             raise DatasetError(f"{data.path}: the dataset has no rows")
         info = DatasetInfo(path=str(data.path), items=count, sha256=data.sha256())
@@ -91,7 +91,7 @@ def prepare(
         ids = IdAllocator()
         items = [_as_item(raw, index, ids, has_target) for index, raw in enumerate(data)]
         info = DatasetInfo(items=len(items), sha256=_fingerprint(items))
-        return Items(lambda: chosen(enumerate(items)), selected_of(items), info)
+        return Items(lambda: chosen(enumerate(items)), sum(map(wanted, items)), info)
     stream = iter(data)
 
     def read_stream() -> Iterator[tuple[int, Item]]:

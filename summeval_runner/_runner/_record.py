@@ -179,11 +179,9 @@ class RunRecorder:
             unfinished = unfinished_items(
                 selected, kept=len(self.kept), drawn=drawn, finished=counts.total
             )
-            if status == "completed" and unfinished:
-                status = "interrupted"
             manifest = self.manifest.model_copy(
                 update={
-                    "status": status,
+                    "status": final_status(status, unfinished),
                     "aborted_because": aborted_because,
                     "finished_at": datetime.now(timezone.utc),
                     "duration_s": round(
@@ -226,6 +224,16 @@ def unfinished_items(selected: int | None, *, kept: int, drawn: int, finished: i
     return max(expected - finished, 0)
 
 
+def final_status(ending: RunStatus, unfinished: int) -> RunStatus:
+    """A run that ended without a stop or a failure but left items unfinished (cancelled in
+    flight) was interrupted, not completed.
+
+    >>> final_status("completed", 2), final_status("aborted", 2)
+    ('interrupted', 'aborted')
+    """
+    return "interrupted" if ending == "completed" and unfinished else ending
+
+
 def _previous(run_dir: Path, plan: RunPlan) -> Manifest:
     """The manifest of the run to resume, checked to be the same run as the one planned."""
     try:
@@ -254,6 +262,12 @@ def _previous(run_dir: Path, plan: RunPlan) -> Manifest:
         )
     sha_before = previous.dataset.sha256 if previous.dataset else None
     sha_now = plan.dataset.sha256 if plan.dataset else None
+    if sha_before is None:
+        raise ConfigError(
+            f"resume: the run in {run_dir} read its items from a stream, whose content was not "
+            "fingerprinted, so no data can be shown to be the same: run it again in a new "
+            "directory"
+        )
     if sha_before != sha_now:
         path = plan.dataset.path if plan.dataset else None
         what = f"the dataset {path}" if path else "the data"

@@ -22,7 +22,7 @@ from summeval_runner._runner._items import prepare
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
-from summeval_runner._runner._record import RunPlan, RunRecorder, unfinished_items
+from summeval_runner._runner._record import RunPlan, RunRecorder, final_status, unfinished_items
 from summeval_runner._runner._setup import describe_setup
 from summeval_runner._scorers._outcome import ItemResult, RunCounts
 
@@ -252,6 +252,7 @@ async def run_evals(
         items.selected, kept=0, drawn=batch.drawn, finished=batch.finished
     )
     ending, _ = _ending(batch, stopped)
+    status = final_status(ending, unfinished)
     return EvalRunResult(
         means={
             scorer_id: statistics.fmean(scores) if scores else None
@@ -261,7 +262,7 @@ async def run_evals(
         items=_ordered(batch),
         hook_errors=batch.hook_errors,
         unfinished=unfinished,
-        status="completed" if ending == "completed" and not unfinished else "interrupted",
+        status="interrupted" if status == "interrupted" else "completed",
         max_error_rate=opts.max_error_rate,
         judge_traffic=judges.traffic(),
     )
@@ -280,7 +281,7 @@ def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str
     if isinstance(fatal, JudgeAuthError):
         return "aborted", scrub(str(fatal))
     if fatal is not None:
-        return "aborted", scrub(f"a finished item could not be recorded: {fatal!r}")
+        return "aborted", scrub(f"an item could not be finished and recorded: {fatal!r}")
     if isinstance(stopped, Exception):
         return "aborted", scrub(f"{type(stopped).__name__}: {stopped}")
     if stopped is not None or not batch.exhausted:

@@ -22,6 +22,16 @@ def _field(result: Any, name: str) -> Any:
     return getattr(result, name, None)
 
 
+def unreadable(result: Any) -> bool:
+    """A result ``status_of`` reads as an error only because it holds nothing to count (no
+    number, no verdict), not because the scorer said so or raised."""
+    return (
+        not isinstance(result, ErrorInfo)
+        and status_of(result) == "error"
+        and _field(result, "status") != "error"
+    )
+
+
 def number_of(result: Any) -> float | None:
     """Any scorer's number: its ``score`` (attribute or key), or the result itself when it is a
     number (a bool is not); ``None`` otherwise.

@@ -8,7 +8,6 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -26,6 +25,7 @@ from summeval_runner._judges._protocol import (
     AnalyzeInput,
     AnalyzeReply,
     AnalyzeStepResult,
+    AsyncClosing,
     Judge,
     JudgeRequest,
     PreprocessInput,
@@ -148,7 +148,7 @@ class _Meter:
 
 
 @dataclass(frozen=True)
-class SummarizationScorer:
+class SummarizationScorer(AsyncClosing):
     """Scores a summary against its source: ``min(alignment, coverage) * scale``.
 
     Stateless: one instance serves any number of concurrent evaluations. Build it with
@@ -182,17 +182,6 @@ class SummarizationScorer:
         close = getattr(self.judge, "aclose", None)
         if close is not None:
             await close()
-
-    async def __aenter__(self) -> SummarizationScorer:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def source_of(self, input: Any, output: Any) -> str:
         """The text the summary is judged against, by the precedence of SPEC §1.2."""
