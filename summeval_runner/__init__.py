@@ -13,7 +13,10 @@ from summeval_runner._errors import (
     JudgeAuthError,
     JudgeError,
     JudgeOutputError,
+    JudgeUnavailableError,
+    JudgeUnreachableError,
     MissingAPIKeyError,
+    RunRecordError,
     SummevalError,
 )
 from summeval_runner._io._compare import compare_runs
@@ -77,6 +80,8 @@ __all__ = [
     "JudgeOutputError",
     "JudgeReply",
     "JudgeRequest",
+    "JudgeUnavailableError",
+    "JudgeUnreachableError",
     "Manifest",
     "MergedRun",
     "MissingAPIKeyError",
@@ -92,6 +97,7 @@ __all__ = [
     "RetryPolicy",
     "RunCounts",
     "RunOptions",
+    "RunRecordError",
     "Scorer",
     "StepUsage",
     "SummarizationMetricOptions",

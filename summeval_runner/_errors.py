@@ -6,7 +6,10 @@
     ├── InputError                an input or output payload has a shape that cannot be read
     └── JudgeError                a judge could not give a usable verdict
         ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
-        │   └── JudgeAuthError    401/403 or an exhausted quota: every later call would fail too
+        │   └── JudgeUnavailableError  no call can succeed now: the whole run stops
+        │       ├── JudgeAuthError        401/403 or an exhausted quota (the run is aborted)
+        │       └── JudgeUnreachableError  no request reached the judge for outage_timeout_s
+        │                                  (the run is interrupted, and can be resumed)
         ├── JudgeInputTooLargeError  the request is longer than the judge's context; never retried
         └── JudgeOutputError      the reply did not match the step's schema after every re-ask
 
@@ -15,8 +18,11 @@ never need to import the SDK to handle a failure. Every message states the rule 
 received (``max_questions must be >= 1, got 0``).
 
 A scorer turns any other ``JudgeError`` into a result whose status is
-``"error"`` (a failure is data, never a score of 0); a ``JudgeAuthError`` propagates, since no
-other evaluation can succeed either.
+``"error"`` (a failure is data, never a score of 0); a ``JudgeUnavailableError`` propagates,
+since no other evaluation can succeed either.
+
+``RunRecordError`` is the runner's: a finished item could not be written to the run directory
+(a full disk, an I/O error); the run stops at once, keeping what it had recorded.
 """
 
 from __future__ import annotations
@@ -72,8 +78,24 @@ class JudgeAPIError(JudgeError):
         super().__init__(message)
 
 
-class JudgeAuthError(JudgeAPIError):
+class JudgeUnavailableError(JudgeAPIError):
+    """No call to the judge can succeed now, so the whole run stops rather than fail item by
+    item."""
+
+
+class JudgeAuthError(JudgeUnavailableError):
     """The provider refused the credentials or the quota is exhausted: no call can succeed."""
+
+
+class JudgeUnreachableError(JudgeUnavailableError):
+    """No request has reached the judge for ``outage_timeout_s`` (connection refused, DNS or TLS
+    failure): the run stops as interrupted, and can be resumed once the judge is back."""
+
+
+class RunRecordError(SummevalError):
+    """A finished item could not be recorded in the run directory (a full disk, an I/O error,
+    a row that could not be built). The run stops launching items at once; what was recorded
+    before stays, and the run can be resumed once the cause is fixed."""
 
 
 class JudgeInputTooLargeError(JudgeError):

@@ -32,6 +32,7 @@ PUBLIC = {
     "run_evals",
     "run_evals_sync",
     "RunOptions",
+    "RunRecordError",
     "RetryPolicy",
     "Scorer",
     "EvalRunResult",
@@ -70,6 +71,8 @@ PUBLIC = {
     "JudgeError",
     "JudgeAPIError",
     "JudgeAuthError",
+    "JudgeUnavailableError",
+    "JudgeUnreachableError",
     "JudgeOutputError",
     "__version__",
 }

@@ -483,4 +483,6 @@ def test_a_bad_item_in_a_generator_is_named_when_reached() -> None:
         yield {"id": "broken", "text": "no input field"}
 
     with pytest.raises(InputError, match=r"data item 1: no 'input'"):
-        asyncio.run(run_evals(target=first_sentence, scorers=[scorer_answering(True)], data=items()))
+        asyncio.run(
+            run_evals(target=first_sentence, scorers=[scorer_answering(True)], data=items())
+        )

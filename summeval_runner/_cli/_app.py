@@ -114,7 +114,7 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
             f"  {resume_command(job.run_dir, hydra_job.overrides)}",
             file=sys.stderr,
         )
-    elif exit_code == EXIT_FAILED and counts is not None and not manifest.aborted_because:
+    elif exit_code == EXIT_FAILED and counts is not None and not manifest.stopped_because:
         if counts.scored == 0:
             print(
                 f"summeval-run: no item was scored ({counts.unscorable} unscorable, "

@@ -13,8 +13,8 @@ from summeval_runner._io._manifest import Manifest
 def print_summary(run_dir: Path, manifest: Manifest) -> None:
     """The counts, the results directory and a table of the aggregates, on stdout; why the run
     stopped, if it was aborted, on stderr."""
-    if manifest.aborted_because:
-        print(f"summeval-run: stopped: {manifest.aborted_because}", file=sys.stderr)
+    if manifest.stopped_because:
+        print(f"summeval-run: stopped: {manifest.stopped_because}", file=sys.stderr)
     counts = manifest.counts
     # A merge's duration is its shards' summed work, not a wall time: not shown.
     timed = manifest.duration_s is not None and manifest.merged_from is None

@@ -23,8 +23,8 @@ from summeval_runner._scorers._outcome import RunCounts
 
 REDACTED = "***"
 MANIFEST = "manifest.json"
-MANIFEST_SCHEMA_VERSION = 2
-RunStatus = Literal["running", "completed", "interrupted", "aborted", "partial"]
+MANIFEST_SCHEMA_VERSION = 3
+RunStatus = Literal["running", "completed", "interrupted", "aborted", "failed", "partial"]
 # Keys whose values are secrets. "api_key_env" names a variable and is kept: it is not the key.
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.IGNORECASE)
 _SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
@@ -194,9 +194,12 @@ class Manifest(_Part):
 
     Written when a run starts (status ``running``, with the config, so that a run killed at any
     moment can be resumed) and again when it ends; a merge of shards writes one too
-    (``merged_from``). ``status`` is ``completed``, ``interrupted`` (resumable), ``aborted`` (the
-    judge refused the key or the quota is spent: ``aborted_because``) or, for a merge that lacks
-    shards, ``partial``. ``counts`` are the finished items; ``unfinished`` those not finished.
+    (``merged_from``). ``status`` is ``completed``; ``interrupted`` (resumable: stopped by a
+    signal or a caller, or the judge unreachable for ``outage_timeout_s``); ``aborted`` (the
+    judge refused the key or the quota is spent); ``failed`` (a finished item could not be
+    recorded: resumable once the cause is fixed); or, for a merge that lacks shards,
+    ``partial``. ``stopped_because`` says what stopped a run that did not complete. ``counts``
+    are the finished items; ``unfinished`` those not finished.
     """
 
     schema_version: int = MANIFEST_SCHEMA_VERSION
@@ -220,7 +223,7 @@ class Manifest(_Part):
     dataset: DatasetInfo | None = None
     shard: ShardInfo | None = None
     resumptions: tuple[Resumption, ...] = ()
-    aborted_because: str | None = None
+    stopped_because: str | None = None
     exit_code: int | None = None
     duration_s: float | None = None
     counts: RunCounts | None = None

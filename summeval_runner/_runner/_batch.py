@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
-from summeval_runner._errors import InputError, JudgeAuthError
+from summeval_runner._errors import InputError, JudgeUnavailableError, RunRecordError
 from summeval_runner._io._datasets import Item
 from summeval_runner._runner._items import shown
 from summeval_runner._runner._options import RunOptions
@@ -194,7 +194,7 @@ class Batch:
                         "did not cancel the item",
                     ),
                 )
-            except JudgeAuthError as error:
+            except JudgeUnavailableError as error:
                 self.fatal.append(error)
                 return
             if self.recorder is not None:
@@ -202,7 +202,12 @@ class Batch:
                     self.recorder.write(result, position)
                 except Exception as error:
                     # An item that cannot be recorded is not finished: stop, and say so.
-                    self.fatal.append(error)
+                    self.fatal.append(
+                        RunRecordError(
+                            f"item {item.id!r} could not be recorded in the run directory: "
+                            f"{type(error).__name__}: {error}"
+                        )
+                    )
                     return
             self.record(position, result)
             for hook in self.hooks:
@@ -262,7 +267,7 @@ class Batch:
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"
                     )
-            except JudgeAuthError:
+            except JudgeUnavailableError:
                 raise  # an agent behind a refused key fails every item the same way
             except Exception as error:
                 latency = time.perf_counter() - started
@@ -287,7 +292,7 @@ class Batch:
         )
         results: dict[str, Any] = {}
         for scorer_id, outcome in zip(self.ids, outcomes, strict=True):
-            if isinstance(outcome, JudgeAuthError):
+            if isinstance(outcome, JudgeUnavailableError):
                 raise outcome
             # A scorer that raised CancelledError on its own (a cancellation of the item would
             # have been raised here, not returned) failed this item like any other error.

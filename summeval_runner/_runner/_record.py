@@ -167,7 +167,7 @@ class RunRecorder:
         drawn: int,
         judges: JudgeStack,
         hook_errors: int,
-        aborted_because: str | None,
+        stopped_because: str | None,
     ) -> tuple[Manifest, dict[str, Path]]:
         """Compact the journal into the tables and write the final manifest; the directory's
         lock is held until the manifest is written."""
@@ -182,7 +182,7 @@ class RunRecorder:
             manifest = self.manifest.model_copy(
                 update={
                     "status": final_status(status, unfinished),
-                    "aborted_because": aborted_because,
+                    "stopped_because": stopped_because,
                     "finished_at": datetime.now(timezone.utc),
                     "duration_s": round(
                         time.perf_counter() - self._clock + self._previous_duration_s, 3

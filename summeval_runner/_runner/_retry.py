@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from summeval_runner._errors import ConfigError, JudgeAPIError, JudgeAuthError
+from summeval_runner._errors import ConfigError, JudgeAPIError, JudgeUnavailableError
 
 # Statuses worth another try: the request may succeed unchanged once the server has recovered.
 # 400, 401, 403, 404 and 422 are the caller's fault and would fail the same way again.
@@ -45,7 +45,7 @@ class RetryPolicy:
 
     def is_retryable(self, error: BaseException) -> bool:
         """408, 409, 429, 5xx, connection errors and timeouts; never a refused key or quota."""
-        if not isinstance(error, JudgeAPIError) or isinstance(error, JudgeAuthError):
+        if not isinstance(error, JudgeAPIError) or isinstance(error, JudgeUnavailableError):
             return False
         status = error.status_code
         return status is None or status in RETRYABLE_STATUSES or status >= 500

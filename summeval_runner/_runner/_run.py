@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from summeval_runner._errors import ConfigError, JudgeAuthError
+from summeval_runner._errors import (
+    ConfigError,
+    JudgeAuthError,
+    JudgeUnreachableError,
+    RunRecordError,
+)
 from summeval_runner._io._datasets import DatasetFile, Item
 from summeval_runner._io._manifest import JudgeTraffic, Manifest, RunStatus, scrub
 from summeval_runner._runner._batch import Batch, Hook
@@ -228,7 +233,7 @@ async def run_evals(
                     drawn=batch.drawn,
                     judges=judges,
                     hook_errors=batch.hook_errors,
-                    aborted_because=because,
+                    stopped_because=because,
                 )
     if batch.fatal:
         raise batch.fatal[0]
@@ -273,15 +278,19 @@ def _ordered(batch: Batch) -> tuple[ItemResult, ...]:
 
 
 def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str | None]:
-    """How a run ended, and what cut it short: ``aborted`` (a refused key, an item that could
-    not be recorded, a bad row), ``interrupted`` (stopped before every item was drawn, or
-    cancelled), else ``completed`` (which becomes ``interrupted`` if items were left
-    unfinished: the one who counts them decides)."""
+    """How a run ended, and what cut it short: ``aborted`` (a refused key, a bad row),
+    ``failed`` (an item that could not be recorded), ``interrupted`` (the judge unreachable,
+    stopped before every item was drawn, or cancelled), else ``completed`` (which becomes
+    ``interrupted`` if items were left unfinished: the one who counts them decides)."""
     fatal = batch.fatal[0] if batch.fatal else None
     if isinstance(fatal, JudgeAuthError):
         return "aborted", scrub(str(fatal))
+    if isinstance(fatal, JudgeUnreachableError):
+        return "interrupted", scrub(str(fatal))
+    if isinstance(fatal, RunRecordError):
+        return "failed", scrub(str(fatal))
     if fatal is not None:
-        return "aborted", scrub(f"an item could not be finished and recorded: {fatal!r}")
+        return "aborted", scrub(f"an item could not be finished: {fatal!r}")
     if isinstance(stopped, Exception):
         return "aborted", scrub(f"{type(stopped).__name__}: {stopped}")
     if stopped is not None or not batch.exhausted:

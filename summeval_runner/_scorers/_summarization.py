@@ -16,9 +16,9 @@ from summeval_runner._errors import (
     ConfigError,
     InputError,
     JudgeAPIError,
-    JudgeAuthError,
     JudgeError,
     JudgeOutputError,
+    JudgeUnavailableError,
 )
 from summeval_runner._judges._protocol import (
     STEP_OUTPUTS,
@@ -199,8 +199,9 @@ class SummarizationScorer(AsyncClosing):
     async def run(self, *, input: Any, output: Any) -> SummarizationResult:
         """Score one evaluation. Judge failures become a result with status ``"error"``.
 
-        Raises ``InputError`` for a payload that cannot be read, and ``JudgeAuthError`` when the
-        judge refuses the credentials (no other evaluation could succeed either).
+        Raises ``InputError`` for a payload that cannot be read, and ``JudgeUnavailableError`` when
+        the judge refuses the credentials or cannot be reached (no other evaluation could
+        succeed either).
         """
         summary = extract_summary(output)
         source = self.source_of(input, output)
@@ -256,7 +257,7 @@ class SummarizationScorer(AsyncClosing):
                 ReasonStepResult,
                 meter,
             )
-        except JudgeAuthError:
+        except JudgeUnavailableError:
             raise
         except JudgeError as error:
             step = _failed_step(preprocess, analyze)
