@@ -152,7 +152,7 @@ def test_one_failing_item_does_not_stop_the_others_and_its_hook_gets_the_error()
     failed = seen["d2"]
     assert failed.status == "error"
     assert failed.error == ErrorInfo(
-        type="TimeoutError", message="the agent timed out", step="target"
+        type="TimeoutError", message="the agent timed out", step="target", attempts=1
     )
     # Every scorer has the item, failed: the tables hold a row for it, never a gap.
     assert failed.results == {"summarization-scorer": failed.error}
@@ -172,8 +172,9 @@ def test_a_scorer_that_raises_is_an_item_error() -> None:
 
     assert result.counts.errors == 2
     item = result.items[0]
+    # Every error says where and how often: never a null step or 0 attempts.
     assert item.results["broken"] == ErrorInfo(
-        type="ValueError", message="cannot score this", step=None
+        type="ValueError", message="cannot score this", step="scorer", attempts=1
     )
     assert item.results["ok"] == 1
     assert result.means == {"broken": None, "ok": 1.0}
@@ -387,6 +388,7 @@ def test_an_item_past_its_timeout_is_an_error_and_the_others_go_on() -> None:
     assert by_id["d2"].error is not None
     assert by_id["d2"].error.type == "ItemTimeoutError"
     assert "item_timeout_s (0.2 s)" in by_id["d2"].error.message
+    assert (by_id["d2"].error.step, by_id["d2"].error.attempts) == ("target", 1)
     assert result.counts.scored == 5
 
 

@@ -4,17 +4,21 @@ The app turns its config into the library's arguments (``_plan``), calls ``run_e
 prints (``_summary``); everything a run does is the library's.
 
 Exit codes: 0 the run completed; 1 the share of errored items exceeded
-``runner.max_error_rate``, no item was scored, or the judge refused the credentials (the
-library's ``EvalRunResult.passed`` decides); 2 bad config or input, found before any judge call;
-130 (Ctrl-C) or 143 (SIGTERM) the run was interrupted, its finished items written; it continues
-with ``runner.resume=<run dir>``.
+``runner.max_error_rate``, no item was scored, the judge refused the credentials, or the judge
+could not be reached for ``runner.outage_timeout_s`` (the library's ``EvalRunResult.passed``
+decides); 2 bad config or input, found before any judge call; 3 a finished item, the tables or
+the manifest could not be written (a full disk): what was recorded is kept; 130 (Ctrl-C) or 143
+(SIGTERM) the run was interrupted, its finished items written. An interrupted or failed run
+continues with ``runner.resume=<run dir>``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -28,12 +32,17 @@ from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._signals import Interrupts
 from summeval_runner._cli._summary import print_summary
-from summeval_runner._errors import ConfigError, JudgeAuthError, SummevalError
+from summeval_runner._errors import (
+    ConfigError,
+    JudgeUnavailableError,
+    RunRecordError,
+    SummevalError,
+)
 from summeval_runner._io._journal import locked
 from summeval_runner._io._manifest import read_manifest, scrub, write_manifest
 from summeval_runner._runner._run import EvalRunResult, run_evals
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NOT_RECORDED = 0, 1, 2, 3
 
 
 async def _execute(job: Plan, interrupts: Interrupts) -> EvalRunResult:
@@ -71,8 +80,20 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
         return EXIT_BAD_INPUT
     try:
         result = asyncio.run(_execute(job, interrupts))
-    except JudgeAuthError:
-        # No call can succeed: the run stopped and wrote what it had (status aborted).
+    except RunRecordError as error:
+        # Nothing more can be written here: say what is kept and how to go on, and stop.
+        print(
+            f"summeval-run: failed: {scrub(str(error))}\n"
+            f"The items recorded before are kept in {job.run_dir}. Once the cause is fixed "
+            f"(free some space), finish the run with:\n"
+            f"  {resume_command(job.run_dir, hydra_job.overrides)}",
+            file=sys.stderr,
+        )
+        _record_exit_code(job.run_dir, EXIT_NOT_RECORDED)
+        return EXIT_NOT_RECORDED
+    except JudgeUnavailableError:
+        # No call can succeed: the run stopped and wrote what it had (aborted for a refused
+        # key, interrupted and resumable for a judge that cannot be reached).
         exit_code = EXIT_FAILED
     except SummevalError as error:
         # Found before any judge call: the data, the run directory, a resume of another run.
@@ -129,6 +150,13 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
                 file=sys.stderr,
             )
     return exit_code
+
+
+def _record_exit_code(run_dir: Path, exit_code: int) -> None:
+    """The exit code in the manifest, where it can still be written."""
+    with contextlib.suppress(SummevalError, OSError), locked(run_dir):
+        manifest = read_manifest(run_dir).model_copy(update={"exit_code": exit_code})
+        write_manifest(run_dir, manifest)
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -11,8 +11,9 @@ from summeval_runner._io._manifest import Manifest
 
 
 def print_summary(run_dir: Path, manifest: Manifest) -> None:
-    """The counts, the results directory and a table of the aggregates, on stdout; why the run
-    stopped, if it was aborted, on stderr."""
+    """The counts (unfinished items and hook errors included), the results directory and a
+    table of the aggregates, on stdout; why the run stopped, if it did not complete, on
+    stderr."""
     if manifest.stopped_because:
         print(f"summeval-run: stopped: {manifest.stopped_because}", file=sys.stderr)
     counts = manifest.counts
@@ -20,9 +21,12 @@ def print_summary(run_dir: Path, manifest: Manifest) -> None:
     timed = manifest.duration_s is not None and manifest.merged_from is None
     took = f", in {manifest.duration_s:.1f} s" if timed else ""
     if counts is not None:
+        # Unfinished items and hook errors are shown even when 0: a reader of a nightly log
+        # should not have to infer that nothing was lost.
         print(
             f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
-            f"{counts.errors} errors{took}"
+            f"{counts.errors} errors; {manifest.unfinished or 0} unfinished; "
+            f"{manifest.hook_errors} hook errors{took}"
         )
     print(f"results: {run_dir}")
     aggregates = manifest.tables.get("aggregates")

@@ -90,9 +90,12 @@ class RunWriter:
     def close(self) -> None:
         """Flush the journal to the disk and release the directory's lock."""
         if not self._journal.closed:
-            self._journal.flush()
-            os.fsync(self._journal.fileno())
-            self._journal.close()
+            try:
+                self._journal.flush()
+                os.fsync(self._journal.fileno())
+            finally:
+                # Closed (and the lock released) even when the disk refuses the flush.
+                self._journal.close()
 
     def compact(self, *, run_id: str, variant: str) -> Compacted:
         """Compact the journal into Parquet tables and write the aggregates.

@@ -23,14 +23,22 @@ from summeval_runner._scorers._outcome import (
     status_of,
     unreadable,
 )
-from summeval_runner._scorers._result import ErrorInfo, FailedStep
+from summeval_runner._scorers._result import (
+    EVALUATION_PROGRESS,
+    ErrorInfo,
+    EvaluationProgress,
+    FailedStep,
+)
 
 logger = logging.getLogger("summeval_runner")
 Hook: TypeAlias = Callable[[ItemResult], Any]
 
 
-def _error(error: BaseException, step: FailedStep | None) -> ErrorInfo:
-    return ErrorInfo(type=type(error).__name__, message=str(error) or repr(error), step=step)
+def _error(error: BaseException, step: FailedStep) -> ErrorInfo:
+    """An error raised by the target or a scorer, made data: one call of ``step``, failed."""
+    return ErrorInfo(
+        type=type(error).__name__, message=str(error) or repr(error), step=step, attempts=1
+    )
 
 
 def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
@@ -89,9 +97,11 @@ class Batch:
         # Scored values per scorer, for the means (floats only: a few MB for 100,000 items).
         self.scores: dict[str, list[float]] = {scorer_id: [] for scorer_id in ids}
         self.hook_errors = 0
-        # What stops the run at once: a refused key (every later call would fail the same way),
-        # or a finished item that could not be recorded.
+        # What stops the run at once: a judge that no call can reach or that refuses the key
+        # (every later call would fail the same way), or an item that could not be recorded.
         self.fatal: list[BaseException] = []
+        # Items in flight: cancelled at once when the run must stop.
+        self._tasks: set[asyncio.Task[None]] = set()
         # Every item was drawn (the run was not stopped before the end of the data).
         self.exhausted = False
         # The grace period after a stop ran out and the items in flight were cancelled.
@@ -115,7 +125,7 @@ class Batch:
         to finish and are then cancelled (they stay unfinished, with no result). ``exhausted``
         says whether every item was drawn.
         """
-        tasks: set[asyncio.Task[None]] = set()
+        tasks = self._tasks
         watcher = asyncio.create_task(self._cancel_after_stop(stop, grace_s, tasks))
 
         def done(task: asyncio.Task[None]) -> None:
@@ -123,7 +133,7 @@ class Batch:
             # A task ends in an exception only for what is beyond one item's failure (an item
             # that could not be recorded is caught before): it stops the run, loudly.
             if not task.cancelled() and task.exception() is not None:
-                self.fatal.append(task.exception())  # type: ignore[arg-type]
+                self.stop_at_once(task.exception())  # type: ignore[arg-type]
 
         try:
             # Items are drawn only as slots free up: an iterator (a dataset read as it goes) is
@@ -170,6 +180,18 @@ class Batch:
         for task in list(tasks):
             task.cancel()
 
+    def stop_at_once(self, cause: BaseException) -> None:
+        """Stop the run for ``cause``: no item starts, and those in flight are cancelled (left
+        unfinished): their judge calls would be paid for and lost, since the judge cannot
+        answer or their results cannot be recorded."""
+        self.fatal.append(cause)
+        if len(self.fatal) == 1:
+            self.cancelling = True
+            current = asyncio.current_task()
+            for task in list(self._tasks):
+                if task is not current:
+                    task.cancel()
+
     def _cancel_requested(self) -> bool:
         """Whether the CancelledError in this item's task was asked for (the run's grace ran
         out, or the whole run is cancelled), rather than raised by a target or a scorer."""
@@ -180,9 +202,11 @@ class Batch:
     async def process(self, position: int, item: Item) -> None:
         # The item holds its slot until its hooks are done: slow hooks slow the run down
         # instead of piling up finished items.
+        progress = EvaluationProgress()
+        EVALUATION_PROGRESS.set(progress)  # this item's task's own context
         try:
             try:
-                result = await self.evaluate_in_time(item)
+                result = await self.evaluate_in_time(item, progress)
             except asyncio.CancelledError:
                 if self._cancel_requested():
                     raise  # unfinished: the run stops it
@@ -192,17 +216,19 @@ class Batch:
                         type="CancelledError",
                         message="the target or a scorer raised CancelledError, though the run "
                         "did not cancel the item",
+                        step=progress.step or "scorer",
+                        attempts=max(progress.calls, 1),
                     ),
                 )
             except JudgeUnavailableError as error:
-                self.fatal.append(error)
+                self.stop_at_once(error)
                 return
             if self.recorder is not None:
                 try:
                     self.recorder.write(result, position)
                 except Exception as error:
                     # An item that cannot be recorded is not finished: stop, and say so.
-                    self.fatal.append(
+                    self.stop_at_once(
                         RunRecordError(
                             f"item {item.id!r} could not be recorded in the run directory: "
                             f"{type(error).__name__}: {error}"
@@ -224,14 +250,26 @@ class Batch:
         finally:
             self.item_slots.release()
 
-    async def evaluate_in_time(self, item: Item) -> ItemResult:
+    async def evaluate_in_time(self, item: Item, progress: EvaluationProgress) -> ItemResult:
         if self.item_timeout_s is None:
-            return await self.evaluate(item)
+            return await self.evaluate(item, progress)
         try:
-            return await asyncio.wait_for(self.evaluate(item), self.item_timeout_s)
+            return await asyncio.wait_for(self.evaluate(item, progress), self.item_timeout_s)
         except asyncio.TimeoutError:
-            message = f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s)"
-            return self.failed(item, ErrorInfo(type="ItemTimeoutError", message=message))
+            step = progress.step or "scorer"
+            message = (
+                f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s), "
+                f"in its {step} step"
+            )
+            return self.failed(
+                item,
+                ErrorInfo(
+                    type="ItemTimeoutError",
+                    message=message,
+                    step=step,
+                    attempts=max(progress.calls, 1),
+                ),
+            )
 
     def record(self, position: int, result: ItemResult) -> None:
         self.finished += 1
@@ -256,9 +294,10 @@ class Batch:
             target_latency_s=known.get("latency"),
         )
 
-    async def evaluate(self, item: Item) -> ItemResult:
+    async def evaluate(self, item: Item, progress: EvaluationProgress) -> ItemResult:
         output, latency = item.output, None
         if self.target is not None:
+            progress.step, progress.calls = "target", 1
             started = time.perf_counter()
             try:
                 async with self.target_slots:
@@ -273,6 +312,7 @@ class Batch:
                 latency = time.perf_counter() - started
                 return self.failed(item, _error(error, "target"), output=None, latency=latency)
             latency = time.perf_counter() - started
+        progress.step, progress.calls = "scorer", 0
         results = await self.score(item.input, output)
         return ItemResult(
             item_id=item.id,
@@ -297,11 +337,13 @@ class Batch:
             # A scorer that raised CancelledError on its own (a cancellation of the item would
             # have been raised here, not returned) failed this item like any other error.
             if isinstance(outcome, Exception | asyncio.CancelledError):
-                outcome = _error(outcome, None)
+                outcome = _error(outcome, "scorer")
             elif isinstance(outcome, BaseException):
                 raise outcome  # an interrupt (KeyboardInterrupt, SystemExit) is not an item's
             elif unreadable(outcome):
                 outcome = ErrorInfo(
+                    step="scorer",
+                    attempts=1,
                     type="InvalidScorerResult",
                     message=f"scorer {scorer_id!r} returned {shown(outcome)}, which is not a "
                     "score: give a number, a bool, or an object or mapping with a 'score'",

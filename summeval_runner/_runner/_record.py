@@ -9,6 +9,7 @@ writes the final manifest.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -21,7 +22,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from summeval_runner._errors import ConfigError, InputError
+from summeval_runner._errors import ConfigError, InputError, RunRecordError
 from summeval_runner._io._journal import JOURNAL, RunWriter, journaled_statuses
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
@@ -170,11 +171,21 @@ class RunRecorder:
         stopped_because: str | None,
     ) -> tuple[Manifest, dict[str, Path]]:
         """Compact the journal into the tables and write the final manifest; the directory's
-        lock is held until the manifest is written."""
+        lock is held until the manifest is written.
+
+        ``RunRecordError`` when the tables or the manifest cannot be written (a full disk):
+        the journal keeps every item recorded, the manifest says ``failed`` where it can be
+        written, and a resume writes the tables once the cause is fixed.
+        """
         try:
-            compacted = self._writer.compact(
-                run_id=self.manifest.run_id, variant=self.manifest.variant
-            )
+            try:
+                compacted = self._writer.compact(
+                    run_id=self.manifest.run_id, variant=self.manifest.variant
+                )
+            except Exception as error:
+                cause = _cause(f"the tables could not be written in {self.run_dir}", error)
+                self._record_failure(stopped_because or cause)
+                raise RunRecordError(cause) from error
             counts = compacted.counts
             unfinished = unfinished_items(
                 selected, kept=len(self.kept), drawn=drawn, finished=counts.total
@@ -184,9 +195,7 @@ class RunRecorder:
                     "status": final_status(status, unfinished),
                     "stopped_because": stopped_because,
                     "finished_at": datetime.now(timezone.utc),
-                    "duration_s": round(
-                        time.perf_counter() - self._clock + self._previous_duration_s, 3
-                    ),
+                    "duration_s": self._duration_s(),
                     "counts": counts,
                     "unfinished": unfinished,
                     "hook_errors": self.manifest.hook_errors + hook_errors,
@@ -200,14 +209,45 @@ class RunRecorder:
                     "tables": {name: path.name for name, path in compacted.tables.items()},
                 }
             )
-            write_manifest(self.run_dir, manifest)
+            try:
+                write_manifest(self.run_dir, manifest)
+            except OSError as error:
+                raise RunRecordError(
+                    _cause(f"the manifest could not be written in {self.run_dir}", error)
+                ) from error
         finally:
-            self._writer.close()
+            self.close()
         self.manifest = manifest
         return manifest, compacted.tables
 
+    def _duration_s(self) -> float:
+        return round(time.perf_counter() - self._clock + self._previous_duration_s, 3)
+
+    def _record_failure(self, because: str) -> None:
+        """Mark the run ``failed`` where the manifest can still be written; where it cannot,
+        the starting manifest (``running``) stays, which a resume accepts just the same."""
+        failed = self.manifest.model_copy(
+            update={
+                "status": "failed",
+                "stopped_because": because,
+                "finished_at": datetime.now(timezone.utc),
+                "duration_s": self._duration_s(),
+            }
+        )
+        with contextlib.suppress(OSError):
+            write_manifest(self.run_dir, failed)
+            self.manifest = failed
+
     def close(self) -> None:
-        self._writer.close()
+        """Release the directory. A journal that cannot be flushed now (a full disk) holds
+        nothing unacknowledged: each item's line was flushed when it was written, and the one
+        whose write failed stopped the run."""
+        with contextlib.suppress(OSError):
+            self._writer.close()
+
+
+def _cause(what: str, error: BaseException) -> str:
+    return f"{what}: {type(error).__name__}: {error}"
 
 
 def unfinished_items(selected: int | None, *, kept: int, drawn: int, finished: int) -> int:

@@ -8,6 +8,7 @@ Python callers and ``summeval-run`` reach the same code: the app only turns its 
 from __future__ import annotations
 
 import asyncio
+import logging
 import statistics
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._record import RunPlan, RunRecorder, final_status, unfinished_items
 from summeval_runner._runner._setup import describe_setup
 from summeval_runner._scorers._outcome import ItemResult, RunCounts
+
+logger = logging.getLogger("summeval_runner")
 
 
 @runtime_checkable
@@ -227,16 +230,38 @@ async def run_evals(
         finally:
             if recorder is not None:
                 status, because = _ending(batch, stopped)
-                recorded = recorder.finish(
-                    status=status,
-                    selected=items.selected,
-                    drawn=batch.drawn,
-                    judges=judges,
-                    hook_errors=batch.hook_errors,
-                    stopped_because=because,
-                )
+                try:
+                    recorded = recorder.finish(
+                        status=status,
+                        selected=items.selected,
+                        drawn=batch.drawn,
+                        judges=judges,
+                        hook_errors=batch.hook_errors,
+                        stopped_because=because,
+                    )
+                except RunRecordError as error:
+                    first = batch.fatal[0] if batch.fatal else None
+                    # The write that failed first is the cause a user must fix; the tables
+                    # that could not be written after it say the same thing again.
+                    if isinstance(first, RunRecordError):
+                        raise first from error
+                    raise
     if batch.fatal:
         raise batch.fatal[0]
+    result = _result(batch, recorded, items.selected, stopped, opts, judges, output_dir)
+    _warn_of_losses(result)
+    return result
+
+
+def _result(
+    batch: Batch,
+    recorded: tuple[Manifest, dict[str, Path]] | None,
+    selected: int | None,
+    stopped: BaseException | None,
+    opts: RunOptions,
+    judges: JudgeStack,
+    output_dir: str | Path | None,
+) -> EvalRunResult:
     if recorded is not None:
         manifest, tables = recorded
         assert manifest.counts is not None
@@ -253,9 +278,7 @@ async def run_evals(
             manifest=manifest,
             tables=tables,
         )
-    unfinished = unfinished_items(
-        items.selected, kept=0, drawn=batch.drawn, finished=batch.finished
-    )
+    unfinished = unfinished_items(selected, kept=0, drawn=batch.drawn, finished=batch.finished)
     ending, _ = _ending(batch, stopped)
     status = final_status(ending, unfinished)
     return EvalRunResult(
@@ -271,6 +294,23 @@ async def run_evals(
         max_error_rate=opts.max_error_rate,
         judge_traffic=judges.traffic(),
     )
+
+
+def _warn_of_losses(result: EvalRunResult) -> None:
+    """Say what a run did not do, even when nobody reads the tables: items it left unfinished,
+    and hooks that raised (each was logged with its traceback as it happened)."""
+    if result.unfinished:
+        logger.warning(
+            "run_evals: %d items unfinished (%s)%s",
+            result.unfinished,
+            result.status,
+            f"; resume the run in {result.run_dir}" if result.run_dir is not None else "",
+        )
+    if result.hook_errors:
+        logger.warning(
+            "run_evals: %d on_item_complete hook calls raised; the run went on without them",
+            result.hook_errors,
+        )
 
 
 def _ordered(batch: Batch) -> tuple[ItemResult, ...]:

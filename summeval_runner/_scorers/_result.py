@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -65,14 +67,17 @@ class Usage(_Frozen):
         )
 
 
-FailedStep = Literal["target", "preprocess", "analyze", "reason"]
+FailedStep = Literal["target", "preprocess", "analyze", "reason", "scorer"]
 
 
 class ErrorInfo(_Frozen):
     """Why an evaluation failed: the error's type and message, the step, and the judge's reply.
 
-    ``step`` is the scorer step that failed, ``"target"`` when the agent under test failed, or
-    ``None`` when a scorer raised outside its steps.
+    ``step`` is the scorer step that failed (for an item past its timeout, the step it was in),
+    ``"target"`` when the agent under test failed, or ``"scorer"`` when a scorer raised outside
+    its judge steps (a user's scorer, a result that is not a score). ``attempts`` is the number
+    of calls made for that step (judge requests, re-asks and retries included; 1 for a target
+    or a scorer). The runner sets both on every error it records.
     """
 
     type: str
@@ -80,6 +85,22 @@ class ErrorInfo(_Frozen):
     step: FailedStep | None = None
     attempts: int = 0
     raw_reply: str | None = None
+
+
+@dataclass
+class EvaluationProgress:
+    """Where one item's evaluation has got to: the step in progress and the judge calls made so
+    far. The runner reads it when it stops an item from outside (``item_timeout_s``), so the
+    error names the step that was slow, not only the item."""
+
+    step: FailedStep | None = None
+    calls: int = 0
+
+
+# Set by the runner for each item; the summarization scorer reports each judge call into it.
+EVALUATION_PROGRESS: ContextVar[EvaluationProgress | None] = ContextVar(
+    "summeval_evaluation_progress", default=None
+)
 
 
 def asked_questions(questions: Sequence[str], max_questions: int) -> tuple[str, ...]:

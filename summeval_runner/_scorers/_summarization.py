@@ -49,6 +49,7 @@ from summeval_runner._scorers._prompts import (
     reason_messages,
 )
 from summeval_runner._scorers._result import (
+    EVALUATION_PROGRESS,
     SUMMARIZATION_SCORER_ID,
     ErrorInfo,
     Status,
@@ -318,7 +319,12 @@ class SummarizationScorer(AsyncClosing):
             prompt_version=PROMPT_VERSION,
         )
         attempts = self.options.max_reasks + 1
+        progress = EVALUATION_PROGRESS.get()
         for attempt in range(1, attempts + 1):
+            if progress is not None:
+                if progress.step != step:
+                    progress.step, progress.calls = step, 0
+                progress.calls += 1
             started = time.perf_counter()
             try:
                 reply = await self.judge.complete(request)

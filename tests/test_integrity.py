@@ -1,0 +1,228 @@
+"""No item vanishes (issue 16, point 1): a result that cannot be recorded stops the run, loudly,
+keeps what was recorded, and a resume finishes it; hook errors and unfinished items are said."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from summeval_runner import (
+    FakeJudge,
+    ItemResult,
+    RunRecordError,
+    create_summarization_scorer,
+    run_evals,
+)
+from summeval_runner._io import _journal
+from tests.app import SAMPLE_ITEMS, run_app, run_process
+
+DATA = [
+    {"id": f"d{i}", "input": f"Document {i} says the harbour opened in spring.", "output": "S."}
+    for i in range(30)
+]
+IN_FLIGHT = 3
+STEPS = 3  # judge requests per item
+
+
+def counting_judge() -> FakeJudge:
+    return FakeJudge(
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q1"],
+        },
+        analyze={"coverage": [{"question": "q1", "answered": True, "reason": "r"}]},
+    )
+
+
+def test_a_result_that_cannot_be_recorded_stops_the_run_and_a_resume_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judge = counting_judge()
+    scorer = create_summarization_scorer(judge)
+    run_dir = tmp_path / "run"
+    write = _journal.RunWriter.write
+    written: list[int] = []
+    requests_at_failure: list[int] = []
+
+    def full_disk(self: _journal.RunWriter, record: Any) -> None:
+        if len(written) == 4:
+            requests_at_failure.append(len(judge.requests))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(self, record)
+        written.append(record.position)
+
+    monkeypatch.setattr(_journal.RunWriter, "write", full_disk)
+    with pytest.raises(RunRecordError) as raised:
+        asyncio.run(
+            run_evals(
+                scorers=[scorer], data=DATA, output_dir=run_dir, max_items_in_flight=IN_FLIGHT
+            )
+        )
+
+    assert "could not be recorded" in str(raised.value)
+    assert "No space left on device" in str(raised.value)
+    # No item starts after the failure; those in flight stop: the judge is not paid for
+    # results that cannot be kept.
+    assert len(judge.requests) - requests_at_failure[0] <= IN_FLIGHT * STEPS
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert "No space left on device" in manifest["stopped_because"]
+    assert manifest["unfinished"] == len(DATA) - 4
+    assert manifest["counts"]["total"] == 4  # what was recorded is kept, and counted
+
+    # Space freed: the resume scores the rest, and every item is in the table once.
+    monkeypatch.setattr(_journal.RunWriter, "write", write)
+    result = asyncio.run(run_evals(scorers=[scorer], data=DATA, output_dir=run_dir, resume=True))
+    assert result.passed
+    items = pd.read_parquet(run_dir / "items.parquet")
+    assert sorted(items.item_id) == sorted(item["id"] for item in DATA)
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_full_disk_exits_3_with_the_resume_command_and_the_resume_completes(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+
+    def small_disk() -> None:
+        import resource
+
+        # A file-size limit makes every write past it fail (EFBIG) as a full disk would:
+        # a few items fit in the journal, the tables never do.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))
+
+    command = [
+        sys.executable,
+        "-m",
+        "summeval_runner",
+        f"hydra.run.dir={run_dir}",
+        "runner.cache=off",
+        "runner.max_items_in_flight=2",
+    ]
+    failed = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=small_disk,
+        timeout=180,
+        check=False,
+    )
+
+    assert failed.returncode == 3, failed.stderr
+    assert "File too large" in failed.stderr
+    assert (
+        f"summeval-run runner.cache=off runner.max_items_in_flight=2 runner.resume={run_dir}"
+        in (failed.stderr)
+    )
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["status"], manifest["exit_code"]) == ("failed", 3)
+    assert "could not be recorded" in manifest["stopped_because"]
+    recorded = (run_dir / "journal.jsonl").read_bytes().count(b"\n")
+    assert 0 < recorded < SAMPLE_ITEMS
+
+    resumed = run_process(["summeval-run", *command[3:], f"runner.resume={run_dir}"], cwd=tmp_path)
+
+    assert resumed.returncode == 0, resumed.stderr
+    items = pd.read_parquet(run_dir / "items.parquet")
+    assert len(items) == SAMPLE_ITEMS
+    assert items.item_id.is_unique
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
+
+
+def test_hook_errors_are_counted_in_the_manifest_and_said_at_the_end(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken_hook(result: ItemResult) -> None:
+        if result.item_id in {"d1", "d2"}:
+            raise RuntimeError("the dashboard is down")
+
+    with caplog.at_level(logging.WARNING, logger="summeval_runner"):
+        result = asyncio.run(
+            run_evals(
+                scorers=[create_summarization_scorer(counting_judge())],
+                data=DATA[:5],
+                on_item_complete=broken_hook,
+                output_dir=tmp_path / "run",
+            )
+        )
+
+    assert result.hook_errors == 2
+    assert result.passed  # a hook is the caller's code: it never fails the measurement
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["hook_errors"] == 2
+    assert "2 on_item_complete hook calls raised" in caplog.text
+
+
+def test_every_run_prints_its_unfinished_items_and_hook_errors(tmp_path: Path) -> None:
+    completed = run_app(tmp_path / "run")
+
+    assert completed.returncode == 0, completed.stderr
+    assert (
+        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 unscorable, 0 errors; 0 unfinished; "
+        "0 hook errors" in completed.stdout
+    )
+
+
+class StuckOnDocument3:
+    """A judge that never answers the preprocess step of Document 3 (a server that accepted
+    the request and went silent)."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.inner = counting_judge()
+
+    async def complete(self, request: Any) -> Any:
+        if request.step == "preprocess" and request.payload.source.startswith("Document 3 "):
+            await asyncio.Event().wait()
+        return await self.inner.complete(request)
+
+
+def test_every_error_row_says_its_step_and_attempts(tmp_path: Path) -> None:
+    class Broken:
+        id = "broken"
+
+        async def run(self, *, input: Any, output: Any) -> Any:
+            if input.startswith("Document 0 "):
+                raise ValueError("cannot score this")
+            if input.startswith("Document 1 "):
+                return "not a score"
+            return 1.0
+
+    def target(text: str) -> str:
+        if text.startswith("Document 2 "):
+            raise RuntimeError("the agent is down")
+        return "S."
+
+    asyncio.run(
+        run_evals(
+            target=target,
+            scorers=[Broken(), create_summarization_scorer(StuckOnDocument3())],
+            data=DATA[:4],
+            output_dir=tmp_path / "run",
+            item_timeout_s=3,
+        )
+    )
+
+    items = pd.read_parquet(tmp_path / "run" / "items.parquet")
+    errors = items[items.status == "error"]
+    # d0, d1: the broken scorer; d2: the target, for both scorers; d3: past its timeout, in
+    # the preprocess step, for both scorers (a timeout stops the whole item).
+    assert len(errors) == 6
+    assert errors.error_step.notna().all()
+    assert (errors.error_attempts >= 1).all()
+    steps = {(row.item_id, row.scorer_id): row.error_step for row in errors.itertuples()}
+    assert steps[("d0", "broken")] == "scorer"
+    assert steps[("d1", "broken")] == "scorer"
+    assert steps[("d2", "broken")] == steps[("d2", "summarization-scorer")] == "target"
+    assert steps[("d3", "summarization-scorer")] == "preprocess"
