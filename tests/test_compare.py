@@ -6,6 +6,7 @@ browser that opens the report is another process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -20,7 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from summeval_runner import InputError, compare_runs, write_report
+from summeval_runner import (
+    DatasetFile,
+    FieldMap,
+    InputError,
+    compare_runs,
+    create_summarization_scorer,
+    run_evals,
+    write_report,
+)
+from summeval_runner._io._manifest import Manifest
 from summeval_runner._io._tables import ITEMS_SCHEMA
 from tests.app import ENV, Completed, run_app, run_sweep, summeval_compare
 from tests.browser import SKIP_BROWSER_TESTS, chromium
@@ -532,6 +542,10 @@ def test_runs_of_different_scales_are_refused_unless_allowed(tmp_path: Path) -> 
         "dataset.limit=3,scorer.scale=5.0",
     }
     assert len(compare_runs(runs[1:], baseline=runs[0], allow_mismatch=True)) == 6
+    with pytest.raises(InputError, match="allow_mismatch=True"):
+        write_report(runs[1:], tmp_path / "refused.html", baseline=runs[0])
+    assert not (tmp_path / "refused.html").exists()
+    write_report(runs[1:], tmp_path / "allowed.html", baseline=runs[0], allow_mismatch=True)
 
 
 def test_a_new_prompt_version_in_the_history_is_refused(tmp_path: Path) -> None:
@@ -570,6 +584,20 @@ def write_docs(path: Path, texts: list[str]) -> Path:
     return path
 
 
+def run_offline(dataset: Path, run_dir: Path) -> Manifest:
+    """A run of the offline judge over a dataset's precomputed summaries (field ``text``)."""
+    result = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer("offline")],
+            data=DatasetFile(dataset, FieldMap(input="text", output="text")),
+            output_dir=run_dir,
+            variant=run_dir.name,
+        )
+    )
+    assert result.manifest is not None
+    return result.manifest
+
+
 def test_generated_ids_over_changed_data_warn_that_changed_rows_are_not_paired(
     tmp_path: Path,
 ) -> None:
@@ -577,16 +605,9 @@ def test_generated_ids_over_changed_data_warn_that_changed_rows_are_not_paired(
     before = write_docs(tmp_path / "before.jsonl", texts)
     after = write_docs(tmp_path / "after.jsonl", [*texts[:4], "Article 4 was rewritten. Yes."])
     for name, dataset in (("before", before), ("after", after)):
-        completed = run_app(
-            tmp_path / name,
-            f"dataset.path={dataset}",
-            "dataset.fields.metadata=[]",
-            "runner.progress=false",
-            f"runner.variant={name}",
-        )
-        assert completed.returncode == 0, completed.stderr
-        manifest = json.loads((tmp_path / name / "manifest.json").read_text(encoding="utf-8"))
-        assert manifest["dataset"]["ids"] == "generated"
+        manifest = run_offline(dataset, tmp_path / name)
+        assert manifest.dataset is not None
+        assert manifest.dataset.ids == "generated"  # the file has no "id" column
     runs = (str(tmp_path / "before"), str(tmp_path / "after"))
 
     compared = summeval_compare(*runs, "--allow-mismatch", "--out", str(tmp_path), cwd=tmp_path)
@@ -604,16 +625,9 @@ def test_runs_with_their_own_ids_over_changed_data_get_no_content_warning(tmp_pa
     after = tmp_path / "after.jsonl"
     after.write_text(before.read_text("utf-8").replace("copy 2", "copy two"), encoding="utf-8")
     for name, dataset in (("before", before), ("after", after)):
-        completed = run_app(
-            tmp_path / name,
-            f"dataset.path={dataset}",
-            "dataset.fields.metadata=[]",
-            "runner.progress=false",
-            f"runner.variant={name}",
-        )
-        assert completed.returncode == 0, completed.stderr
-        manifest = json.loads((tmp_path / name / "manifest.json").read_text(encoding="utf-8"))
-        assert manifest["dataset"]["ids"] == "given"
+        manifest = run_offline(dataset, tmp_path / name)
+        assert manifest.dataset is not None
+        assert manifest.dataset.ids == "given"
 
     compared = summeval_compare(
         str(tmp_path / "before"), str(tmp_path / "after"), "--allow-mismatch", "--out",
