@@ -234,9 +234,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         # A run that measured nothing, or errored, has no drop to find: the gate fails on it
         # whatever its scores say.
         broken = broken_runs(comparison, args.max_error_rate or 0.0)
-        for run in broken:
-            print(f"summeval-compare: gate: {run.describe()}", file=sys.stderr)
-        if any(run.scored for run in broken):
+        for broken_run in broken:
+            print(f"summeval-compare: gate: {broken_run.describe()}", file=sys.stderr)
+        if any(broken_run.scored for broken_run in broken):
             print(
                 "summeval-compare: gate: see error_type and error_message in items.parquet; "
                 "--max-error-rate sets the share of errored items allowed",
