@@ -6,23 +6,36 @@ browser that opens the report is another process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
-import shutil
 import subprocess
 import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from summeval_runner import compare_runs, write_report
+from summeval_runner import (
+    DatasetFile,
+    FieldMap,
+    InputError,
+    compare_runs,
+    create_summarization_scorer,
+    run_evals,
+    write_report,
+)
+from summeval_runner._io._manifest import Manifest
 from summeval_runner._io._tables import ITEMS_SCHEMA
-from tests.app import run_app, run_sweep, summeval_compare
+from tests.app import ENV, Completed, run_app, run_sweep, summeval_compare
+from tests.browser import SKIP_BROWSER_TESTS, chromium
+from tests.chat_server import ChatServer, Fault
+from tests.documents import write_dataset
 
 PLANTED = [f"item-{i:03d}" for i in range(0, 60, 3)]  # 20 items that get worse
 
@@ -34,25 +47,27 @@ def make_run(
     *,
     summaries: dict[str, str] | None = None,
     started_at: str = "2026-11-30T10:00:00+00:00",
+    statuses: dict[str, str] | None = None,
 ) -> Path:
-    """A finished run directory with the given (score, alignment, coverage) per item."""
+    """A finished run directory with the given (score, alignment, coverage) per item; items
+    given another status in ``statuses`` ("error", "unscorable") have no scores."""
     path.mkdir(parents=True)
     rows = []
     for item_id, (score, alignment, coverage) in scores.items():
+        status = (statuses or {}).get(item_id, "scored")
         row = dict.fromkeys(ITEMS_SCHEMA.names)
         row |= {
             "run_id": f"run-{variant}",
             "variant": variant,
             "item_id": item_id,
             "scorer_id": "summarization-scorer",
-            "status": "scored",
-            "score": score,
-            "alignment_score": alignment,
-            "coverage_score": coverage,
+            "status": status,
             "reason": f"reason for {item_id}",
             "summary": (summaries or {}).get(item_id, f"summary of {item_id}"),
             "scale": 1.0,
         }
+        if status == "scored":
+            row |= {"score": score, "alignment_score": alignment, "coverage_score": coverage}
         rows.append(row)
     pq.write_table(pa.Table.from_pylist(rows, schema=ITEMS_SCHEMA), path / "items.parquet")
     manifest = {
@@ -232,15 +247,10 @@ class Elements(HTMLParser):
 
 
 def run_chromium(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip(
-            "no Chromium on this machine: install Debian's chromium to run the browser check"
-        )
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run(
             [
-                chromium,
+                chromium(),
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
@@ -357,3 +367,287 @@ def test_two_runs_of_the_same_variant_get_labels_of_their_own(tmp_path: Path) ->
     labels = sorted(set(table["variant"]))
     assert labels == ["default (2026-11-29/03-00-00)", "default (2026-11-30/03-00-00)"]
     assert set(table["baseline"].dropna()) == {"default (2026-11-29/03-00-00)"}
+
+
+# The gate on broken runs (issue 16, point 7): a run that measured nothing, or errored, has no
+# drop to find, so it fails the gate whatever its scores say.
+
+
+def openai_runs(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
+    return (
+        "model=openai",
+        f"model.base_url={server.base_url}",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        "runner.cache=off",
+        *overrides,
+    )
+
+
+def test_the_gate_fails_on_a_run_whose_every_item_errored(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
+    overrides = openai_runs(chat_server, dataset, "runner.retry.max_attempts=1")
+    monday = run_app(tmp_path / "monday", *overrides, "runner.variant=monday", env=ENV)
+    assert monday.returncode == 0, monday.stderr
+    # Tuesday the judge answers every request with a 503: every item ends in error.
+    chat_server.fail_every_request(Fault(503, "overloaded"))
+    tuesday = run_app(tmp_path / "tuesday", *overrides, "runner.variant=tuesday", env=ENV)
+    assert tuesday.returncode == 1, tuesday.stderr
+
+    gated = summeval_compare(
+        str(tmp_path / "monday"),
+        str(tmp_path / "tuesday"),
+        "--fail-if-drop",
+        "0.02",
+        "--out",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+    )
+
+    assert gated.returncode == 1, gated.stderr
+    assert "regression" not in gated.stderr  # nothing was scored, so nothing "dropped"
+    assert (
+        f"gate: tuesday ({tmp_path / 'tuesday'}) scored no item (4 items: 0 unscorable, "
+        "4 errors): it measured nothing" in gated.stderr
+    )
+    assert "monday" not in gated.stderr.replace(str(tmp_path / "monday"), "")
+
+
+def test_the_gate_fails_on_a_run_with_no_scored_item(tmp_path: Path) -> None:
+    scores = baseline_scores(count=5)
+    base = make_run(tmp_path / "base", "base", scores)
+    nothing = make_run(
+        tmp_path / "new", "new", scores, statuses=dict.fromkeys(scores, "unscorable")
+    )
+
+    gated = summeval_compare(
+        str(base), str(nothing), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
+    )
+    ungated = summeval_compare(str(base), str(nothing), "--out", str(tmp_path), cwd=tmp_path)
+
+    assert gated.returncode == 1, gated.stderr
+    assert (
+        f"summeval-compare: gate: new ({nothing}) scored no item (5 items: 5 unscorable, "
+        "0 errors)" in gated.stderr
+    )
+    assert ungated.returncode == 0  # without --fail-if-drop, a comparison gates nothing
+
+
+def test_the_gate_fails_on_errored_items_above_max_error_rate(tmp_path: Path) -> None:
+    scores = baseline_scores(count=20)
+    base = make_run(tmp_path / "base", "base", scores)
+    # The same scores, but two items (10%) ended in error: the scored ones did not drop.
+    new = make_run(
+        tmp_path / "new", "new", scores, statuses={"item-004": "error", "item-011": "error"}
+    )
+
+    def gate(*options: str) -> Completed:
+        return summeval_compare(
+            str(base), str(new), "--fail-if-drop", "0", *options, "--out", str(tmp_path),
+            cwd=tmp_path,
+        )  # fmt: skip
+
+    by_default, strict, tolerant = (
+        gate(),
+        gate("--max-error-rate", "0.05"),
+        gate("--max-error-rate", "0.1"),
+    )
+
+    assert by_default.returncode == 1, by_default.stderr
+    assert f"gate: new ({new}): 2 of 20 items errored (10.0%), more than the 0.0% allowed" in (
+        by_default.stderr
+    )
+    assert strict.returncode == 1
+    assert "more than the 5.0% allowed" in strict.stderr
+    assert tolerant.returncode == 0, tolerant.stderr
+    assert "regression" not in by_default.stderr + strict.stderr + tolerant.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--max-error-rate", "1.5"), "--max-error-rate must be between 0 and 1, got 1.5"),
+        (("--max-error-rate", "0.1"), "--max-error-rate is a rule of the gate"),
+    ],
+)
+def test_max_error_rate_out_of_range_or_without_the_gate_is_bad_input(
+    tmp_path: Path, options: tuple[str, ...], message: str
+) -> None:
+    base = make_run(tmp_path / "base", "base", baseline_scores(count=3))
+    gate = ("--fail-if-drop", "0") if "1.5" in options else ()
+
+    refused = summeval_compare(str(base), *gate, *options, "--out", str(tmp_path), cwd=tmp_path)
+
+    assert refused.returncode == 2
+    assert message in refused.stderr
+
+
+def test_each_runs_counts_are_in_the_printed_table_and_the_parquet(tmp_path: Path) -> None:
+    scores = baseline_scores(count=10)
+    base = make_run(tmp_path / "base", "base", scores)
+    statuses = {"item-001": "unscorable", "item-002": "unscorable", "item-003": "error"}
+    new = make_run(tmp_path / "new", "new", scores, statuses=statuses)
+    out = tmp_path / "out"
+
+    printed = summeval_compare(str(base), str(new), "--out", str(out), cwd=tmp_path)
+
+    assert printed.returncode == 0, printed.stderr
+    lines = printed.stdout.splitlines()
+    assert lines[0].split() == ["variant", "items", "scored", "unscorable", "errors"]
+    assert lines[1].split() == ["base", "10", "10", "0", "0"]
+    assert lines[2].split() == ["new", "10", "7", "2", "1"]
+    saved = duckdb.sql(
+        f"SELECT DISTINCT variant, items, scored, unscorable, errors "
+        f"FROM '{out / 'comparison.parquet'}' ORDER BY variant"
+    ).fetchall()
+    assert saved == [("base", 10, 10, 0, 0), ("new", 10, 7, 2, 1)]
+    schema = pq.read_schema(out / "comparison.parquet")
+    assert all(pa.types.is_integer(schema.field(c).type) for c in ("items", "errors"))
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert '<td class="num">10</td><td class="num">7</td><td class="num">2</td>' in report
+
+
+# Runs that do not measure alike are not compared, unless asked.
+
+
+def test_runs_of_different_scales_are_refused_unless_allowed(tmp_path: Path) -> None:
+    for name, scale in (("one", "1.0"), ("five", "5.0")):
+        completed = run_app(
+            tmp_path / name, "dataset.limit=3", "runner.progress=false", f"scorer.scale={scale}"
+        )
+        assert completed.returncode == 0, completed.stderr
+    out = tmp_path / "out"
+    runs = (str(tmp_path / "one"), str(tmp_path / "five"))
+
+    refused = summeval_compare(*runs, "--fail-if-drop", "0", "--out", str(out), cwd=tmp_path)
+
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
+    assert "scale: dataset.limit=3,scorer.scale=5.0 has 5.0, " in refused.stderr
+    assert "dataset.limit=3,scorer.scale=1.0 has 1.0" in refused.stderr
+    assert "--allow-mismatch" in refused.stderr
+    assert not out.exists()  # nothing written
+    with pytest.raises(InputError, match=r"scale: .* has 5\.0"):
+        compare_runs(runs[1:], baseline=runs[0])
+
+    allowed = summeval_compare(*runs, "--allow-mismatch", "--out", str(out), cwd=tmp_path)
+
+    assert allowed.returncode == 0, allowed.stderr
+    assert "warning: compared anyway (--allow-mismatch): scale:" in allowed.stderr
+    assert set(pd.read_parquet(out / "comparison.parquet")["variant"]) == {
+        "dataset.limit=3,scorer.scale=1.0",
+        "dataset.limit=3,scorer.scale=5.0",
+    }
+    assert len(compare_runs(runs[1:], baseline=runs[0], allow_mismatch=True)) == 6
+    with pytest.raises(InputError, match="allow_mismatch=True"):
+        write_report(runs[1:], tmp_path / "refused.html", baseline=runs[0])
+    assert not (tmp_path / "refused.html").exists()
+    write_report(runs[1:], tmp_path / "allowed.html", baseline=runs[0], allow_mismatch=True)
+
+
+def test_a_new_prompt_version_in_the_history_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "outputs"
+    make_run(folder / "old", "nightly", baseline_scores(), started_at="2026-11-01T03:00:00+00:00")
+    newer = make_run(
+        folder / "new", "nightly", baseline_scores(), started_at="2026-11-02T03:00:00+00:00"
+    )
+    manifest = json.loads((newer / "manifest.json").read_text(encoding="utf-8"))
+    manifest["prompt_version"] = "p2"
+    (newer / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+    refused = summeval_compare("--history", str(folder), "--out", str(tmp_path), cwd=tmp_path)
+
+    assert refused.returncode == 2
+    assert "prompt version: nightly (new) has 'p2', the baseline nightly (old) has 'p1'" in (
+        refused.stderr
+    )
+
+
+def test_a_sweep_over_the_scale_still_compares_and_says_so(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+
+    completed = run_sweep(sweep, "scorer.scale=1.0,5.0", "dataset.limit=3", "runner.progress=false")
+
+    assert completed.returncode == 0, completed.stderr
+    assert "the sweep's variants differ in what decides their scores" in completed.stderr
+    assert "scale: dataset.limit=3,scorer.scale=5.0 has 5.0" in completed.stderr
+    comparison = pd.read_parquet(sweep / "comparison.parquet")
+    assert len(set(comparison["variant"])) == 2
+
+
+def write_docs(path: Path, texts: list[str]) -> Path:
+    """A JSONL dataset with no id column: the runs generate ids from the content."""
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+def run_offline(dataset: Path, run_dir: Path) -> Manifest:
+    """A run of the offline judge over a dataset's precomputed summaries (field ``text``)."""
+    result = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer("offline")],
+            data=DatasetFile(dataset, FieldMap(input="text", output="text")),
+            output_dir=run_dir,
+            variant=run_dir.name,
+        )
+    )
+    assert result.manifest is not None
+    return result.manifest
+
+
+def test_generated_ids_over_changed_data_warn_that_changed_rows_are_not_paired(
+    tmp_path: Path,
+) -> None:
+    texts = [f"Article {i} says the harbour opened. It cost {i} million." for i in range(5)]
+    before = write_docs(tmp_path / "before.jsonl", texts)
+    after = write_docs(tmp_path / "after.jsonl", [*texts[:4], "Article 4 was rewritten. Yes."])
+    for name, dataset in (("before", before), ("after", after)):
+        manifest = run_offline(dataset, tmp_path / name)
+        assert manifest.dataset is not None
+        assert manifest.dataset.ids == "generated"  # the file has no "id" column
+    runs = (str(tmp_path / "before"), str(tmp_path / "after"))
+
+    compared = summeval_compare(*runs, "--allow-mismatch", "--out", str(tmp_path), cwd=tmp_path)
+
+    assert compared.returncode == 0, compared.stderr
+    assert (
+        "warning: after and the baseline before have no id column and their datasets differ: "
+        "items were paired by ids derived from their content, so a row changed between them is "
+        "not paired (4 items paired; 1 only in after, 1 only in before)" in compared.stderr
+    )
+
+
+def test_runs_with_their_own_ids_over_changed_data_get_no_content_warning(tmp_path: Path) -> None:
+    before = write_dataset(tmp_path / "before.jsonl", 3)
+    after = tmp_path / "after.jsonl"
+    after.write_text(before.read_text("utf-8").replace("copy 2", "copy two"), encoding="utf-8")
+    for name, dataset in (("before", before), ("after", after)):
+        manifest = run_offline(dataset, tmp_path / name)
+        assert manifest.dataset is not None
+        assert manifest.dataset.ids == "given"
+
+    compared = summeval_compare(
+        str(tmp_path / "before"), str(tmp_path / "after"), "--allow-mismatch", "--out",
+        str(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+
+    assert compared.returncode == 0, compared.stderr
+    assert "dataset: after has sha256" in compared.stderr  # the data changed, and it says so
+    assert "derived from their content" not in compared.stderr
+
+
+def test_a_browser_test_fails_without_chromium_unless_told_to_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no chromium here
+    monkeypatch.delenv(SKIP_BROWSER_TESTS, raising=False)
+
+    with pytest.raises(pytest.fail.Exception, match=r"apt-get install chromium"):
+        chromium()
+
+    monkeypatch.setenv(SKIP_BROWSER_TESTS, "1")
+    with pytest.raises(pytest.skip.Exception):
+        chromium()

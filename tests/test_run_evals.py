@@ -259,37 +259,51 @@ def test_an_item_holds_its_slot_until_its_hooks_are_done() -> None:
 
 
 def test_items_and_target_calls_in_flight_are_bounded() -> None:
+    # No clock: target calls stay in flight for some turns of the event loop, and scorers hold
+    # their items until five are in flight, so the bounds are reached (and would be exceeded,
+    # were they not kept) however busy the machine is.
     counters = {"items": 0, "items_most": 0, "target": 0, "target_most": 0}
+    full = asyncio.Event()
 
     def enter(name: str) -> None:
         counters[name] += 1
         counters[f"{name}_most"] = max(counters[f"{name}_most"], counters[name])
 
+    async def turns(count: int) -> None:
+        for _ in range(count):
+            await asyncio.sleep(0)
+
     async def agent(text: str) -> str:
         enter("items")  # an item is in flight from its target call to the end of its scoring
         enter("target")
-        await asyncio.sleep(0.005)
+        await turns(5)  # a third call, were it let in, would start meanwhile
         counters["target"] -= 1
         return first_sentence(text)
 
-    class SlowScorer:
-        id = "slow"
+    class HoldingScorer:
+        id = "holding"
 
         async def run(self, *, input: Any, output: Any) -> float:
-            await asyncio.sleep(0.1)
+            if counters["items"] >= 5 and not full.is_set():
+                await turns(20)  # a sixth item, were it let in, would start meanwhile
+                full.set()
+            # The bound only turns a run that never fills up into a failure.
+            await asyncio.wait_for(full.wait(), 60)
             counters["items"] -= 1
             return 1.0
 
     data = [{"id": str(i), "input": f"Text {i}. More."} for i in range(30)]
-    asyncio.run(
+    result = asyncio.run(
         run_evals(
             target=agent,
-            scorers=[SlowScorer()],
+            scorers=[HoldingScorer()],
             data=data,
             max_items_in_flight=5,
             max_target_calls_in_flight=2,
         )
     )
+
+    assert result.counts.scored == 30
 
     assert counters["target_most"] == 2
     assert counters["items_most"] == 5

@@ -13,7 +13,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner._cli._config import path_safe
 from summeval_runner._errors import SummevalError
-from summeval_runner._io._compare import compare_loaded, load_runs
+from summeval_runner._io._compare import (
+    compare_loaded,
+    content_pairings,
+    load_runs,
+    mismatches,
+)
 from summeval_runner._io._manifest import MANIFEST, read_manifest
 from summeval_runner._io._merge import merge_runs
 from summeval_runner._io._report import render_report
@@ -96,6 +101,11 @@ class CompareSweep(Callback):
     The sweep's first job is the baseline the other variants are compared with. Shards
     (``runner.shard=0/N,...,N-1/N``) of each variant are first merged into one run under
     ``<sweep>/merged/``, and the merged runs are compared.
+
+    A sweep's variants may differ in what decides their scores (a sweep over ``model=`` or
+    ``scorer.scale=``): that is what the sweep is for, and its comparison gates nothing, so
+    they are compared anyway, and a note says what differs (``summeval-compare`` refuses such
+    runs unless ``--allow-mismatch``).
     """
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -130,10 +140,20 @@ class CompareSweep(Callback):
         baseline = finished[0] if len(finished) > 1 else None
         try:
             runs, base = load_runs(finished, baseline)
-            comparison = compare_loaded(runs, base)
+            comparison = compare_loaded(runs, base, allow_mismatch=True)
             comparison.to_parquet(sweep_dir / "comparison.parquet", index=False)
             report = render_report(runs, base, comparison, sweep_dir / "report.html")
         except (SummevalError, OSError) as error:
             logger.error("the sweep's comparison could not be written: %s", error)
             return
         print(f"sweep comparison: {sweep_dir / 'comparison.parquet'}\nsweep report: {report}")
+        differ = mismatches(runs, base)
+        if differ:
+            print(
+                "summeval-run: note: the sweep's variants differ in what decides their scores, "
+                "so its comparison measures that too: "
+                + "; ".join(mismatch.describe() for mismatch in differ),
+                file=sys.stderr,
+            )
+        for pairing in content_pairings(runs, base):
+            print(f"summeval-run: note: {pairing.describe()}", file=sys.stderr)

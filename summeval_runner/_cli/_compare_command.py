@@ -1,8 +1,10 @@
 """``summeval-compare``: compare runs item by item, gate a nightly job on regressions, report.
 
-Exit codes: 0 compared (and no regression beyond ``--fail-if-drop``); 1 a variant dropped below
-the baseline by more than the threshold, significantly; 2 bad input (a directory that is not a
-finished run, an option out of range).
+Exit codes: 0 compared (and, with ``--fail-if-drop``, the gate passed); 1 the gate failed: a
+variant dropped below the baseline by more than the threshold, significantly, or a compared run
+scored no item or errored more than ``--max-error-rate``; 2 bad input (a directory that is not a
+finished run, an option out of range, runs that differ in judge, scale, prompt version or
+dataset without ``--allow-mismatch``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ from typing import Any
 import pandas as pd
 
 from summeval_runner._errors import SummevalError
-from summeval_runner._io._compare import compare_loaded, history, load_runs, regressions
+from summeval_runner._io._compare import (
+    RunsDiffer,
+    broken_runs,
+    compare_loaded,
+    content_pairings,
+    history,
+    load_runs,
+    mismatches,
+    regressions,
+)
 from summeval_runner._io._report import render_report
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
@@ -52,7 +63,22 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="X",
         help="exit 1 when a variant is below the baseline by more than X on any dimension, "
-        "and the drop is significant",
+        "and the drop is significant; or when a compared run scored no item, or errored more "
+        "than --max-error-rate",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        metavar="R",
+        help="with --fail-if-drop: the share of a run's items that may end in error (default 0: "
+        "any errored item fails the gate); a run with no scored item always fails it",
+    )
+    parser.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare runs whose judge, scale, prompt version or dataset differ (refused "
+        "otherwise), with a warning",
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
     parser.add_argument(
@@ -71,8 +97,22 @@ def _fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
     return f"{float(value):{'+' if sign else ''}.{digits}f}"
 
 
+def _shortened(label: str, width: int) -> str:
+    if len(label) <= width:
+        return label
+    # Cut the middle: a label's start and its end (where duplicates differ) both count.
+    return f"{label[: width // 2 - 1]}…{label[-(width - width // 2) :]}"
+
+
 def print_comparison(comparison: pd.DataFrame) -> None:
     width = min(_WIDEST_LABEL, max([7, *(len(str(v)) for v in comparison["variant"])]))
+    print(f"{'variant':<{width}} {'items':>6} {'scored':>6} {'unscorable':>10} {'errors':>6}")
+    for row in comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"):
+        print(
+            f"{_shortened(str(row['variant']), width):<{width}} {row['items']:>6} "
+            f"{row['scored']:>6} {row['unscorable']:>10} {row['errors']:>6}"
+        )
+    print()
     header = (
         f"{'dimension':<10} {'variant':<{width}} {'n':>5} {'mean':>6} {'95% CI':<16} "
         f"{'diff':>7} {'paired 95% CI':<17} {'p':>7} {'+/-/=':<11} {'only here/base':<14}"
@@ -94,10 +134,7 @@ def print_comparison(comparison: pd.DataFrame) -> None:
         )
         # No baseline named: this run is the baseline; else no item was scored in both.
         role = "base" if pd.isna(row["baseline"]) else "n/a"
-        variant = str(row["variant"])
-        if len(variant) > width:
-            # Cut the middle: a label's start and its end (where duplicates differ) both count.
-            variant = f"{variant[: width // 2 - 1]}…{variant[-(width - width // 2) :]}"
+        variant = _shortened(str(row["variant"]), width)
         mean = _fmt(row["mean"])
         print(
             f"{row['dimension']:<10} {variant:<{width}} {row['n']:>5} {mean:>6} {ci:<16} "
@@ -129,6 +166,20 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
+        print(
+            "summeval-compare: error: --max-error-rate must be between 0 and 1, "
+            f"got {args.max_error_rate}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if args.max_error_rate is not None and args.fail_if_drop is None:
+        print(
+            "summeval-compare: error: --max-error-rate is a rule of the gate: give --fail-if-drop "
+            "too (--fail-if-drop 0 fails on any significant drop)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
         if args.history is not None:
             trend, same = history(args.history)
@@ -148,10 +199,29 @@ def run(argv: Sequence[str] | None = None) -> int:
             runs = list(args.runs)
             baseline = args.baseline or (runs[0] if len(runs) > 1 else None)
         loaded, base = load_runs(runs, baseline)
-        comparison = compare_loaded(loaded, base, alpha=args.alpha)
+        comparison = compare_loaded(
+            loaded, base, alpha=args.alpha, allow_mismatch=args.allow_mismatch
+        )
+    except RunsDiffer as error:
+        listed = "".join(f"\n  {mismatch.describe()}" for mismatch in error.mismatches)
+        print(
+            "summeval-compare: error: these runs differ in what decides their scores, so their "
+            f"scores do not compare:{listed}\n"
+            "Compare runs of the same judge, scale, prompts and dataset, or pass "
+            "--allow-mismatch to compare them anyway.",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     except SummevalError as error:
         print(f"summeval-compare: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    for mismatch in mismatches(loaded, base):
+        print(
+            f"summeval-compare: warning: compared anyway (--allow-mismatch): {mismatch.describe()}",
+            file=sys.stderr,
+        )
+    for pairing in content_pairings(loaded, base):
+        print(f"summeval-compare: warning: {pairing.describe()}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     table_path = args.out / "comparison.parquet"
     comparison.to_parquet(table_path, index=False)
@@ -161,10 +231,21 @@ def run(argv: Sequence[str] | None = None) -> int:
         report = render_report(loaded, base, comparison, args.out / "report.html")
         print(f"report: {report}")
     if args.fail_if_drop is not None:
+        # A run that measured nothing, or errored, has no drop to find: the gate fails on it
+        # whatever its scores say.
+        broken = broken_runs(comparison, args.max_error_rate or 0.0)
+        for broken_run in broken:
+            print(f"summeval-compare: gate: {broken_run.describe()}", file=sys.stderr)
+        if any(broken_run.scored for broken_run in broken):
+            print(
+                "summeval-compare: gate: see error_type and error_message in items.parquet; "
+                "--max-error-rate sets the share of errored items allowed",
+                file=sys.stderr,
+            )
         found = regressions(comparison, args.fail_if_drop)
         for regression in found:
             print(f"summeval-compare: regression: {regression.describe()}", file=sys.stderr)
-        if found:
+        if broken or found:
             return EXIT_REGRESSION
     return EXIT_OK
 

@@ -3,6 +3,11 @@
 Runs are compared item by item: against the baseline, only items scored in both runs count
 (matched by item id), and the difference of their means gets a paired bootstrap interval and a
 paired sign-flip permutation test. Items that one run has and the other lacks are listed.
+
+Only runs that measure alike are compared: the same judge, scale, prompt version and dataset
+(``mismatches``); runs that differ there are refused unless the caller allows it. The gate fails
+on a significant drop (``regressions``) and, whatever the scores, on a run that scored nothing
+or errored more than allowed (``broken_runs``): a run whose every item failed has no drop.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +34,10 @@ COMPARISON_COLUMNS = [
     "variant",
     "run_dir",
     "run_id",
+    "items",
+    "scored",
+    "unscorable",
+    "errors",
     "dimension",
     "n",
     "mean",
@@ -103,6 +112,171 @@ def load_run(path: Path | str) -> Run:
     )
 
 
+def run_counts(run: Run) -> dict[str, int]:
+    """The run's items (of the summarization scorer) and how many were scored, unscorable or
+    errors."""
+    statuses = run.items["status"]
+    return {
+        "items": len(statuses),
+        "scored": int((statuses == "scored").sum()),
+        "unscorable": int((statuses == "unscorable").sum()),
+        "errors": int((statuses == "error").sum()),
+    }
+
+
+def _judge(run: Run) -> Any:
+    identity = run.manifest.setup.get("model", {}).get(SUMMARIZATION_SCORER_ID)
+    if isinstance(identity, Mapping):
+        # Where the judge is served is not which judge it is: the same model through another
+        # endpoint (a proxy, another port) judges alike. The URL may also hold credentials.
+        return {key: value for key, value in identity.items() if key != "base_url"}
+    # Runs recorded before the setup was: the judge's name is all there is.
+    return run.manifest.judge.name if run.manifest.judge is not None else None
+
+
+def _scale(run: Run) -> float | None:
+    settings = run.manifest.setup.get("scorer", {}).get(SUMMARIZATION_SCORER_ID)
+    if isinstance(settings, Mapping) and settings.get("scale") is not None:
+        return float(settings["scale"])
+    scales = run.items["scale"].dropna()
+    return float(scales.max()) if len(scales) else None
+
+
+def _dataset(run: Run) -> str | None:
+    return run.manifest.dataset.sha256 if run.manifest.dataset is not None else None
+
+
+def _prompt_version(run: Run) -> str | None:
+    return run.manifest.prompt_version
+
+
+# What decides an item's score besides the summary: runs that differ here measure differently.
+_DECIDING: dict[str, Callable[[Run], Any]] = {
+    "judge": _judge,
+    "scale": _scale,
+    "prompt version": _prompt_version,
+    "dataset": _dataset,
+}
+
+
+def _shown(setting: str, value: Any, keys: list[str] | None) -> str:
+    if value is None:
+        return "none recorded"
+    if setting == "dataset":
+        return f"sha256 {str(value)[:12]}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{key}={value.get(key)!r}" for key in keys or sorted(value))
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A setting that decides scores (judge, scale, prompt version, dataset) and differs
+    between a run and the run it is compared with."""
+
+    setting: str
+    variant: str
+    value: str
+    reference: str
+    reference_value: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.setting}: {self.variant} has {self.value}, "
+            f"{self.reference} has {self.reference_value}"
+        )
+
+
+def mismatches(runs: Sequence[Run], base: Run | None) -> list[Mismatch]:
+    """Each setting that decides scores and differs between a run and the baseline (or, with
+    no baseline, the first run)."""
+    reference = base if base is not None else (runs[0] if runs else None)
+    found: list[Mismatch] = []
+    for run in runs:
+        if reference is None or run is reference:
+            continue
+        for setting, read in _DECIDING.items():
+            ours, theirs = read(run), read(reference)
+            if ours == theirs:
+                continue
+            keys = None
+            if isinstance(ours, Mapping) and isinstance(theirs, Mapping):
+                keys = sorted(
+                    k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k)
+                )
+            found.append(
+                Mismatch(
+                    setting,
+                    run.variant,
+                    _shown(setting, ours, keys),
+                    reference.variant if base is None else f"the baseline {base.variant}",
+                    _shown(setting, theirs, keys),
+                )
+            )
+    return found
+
+
+class RunsDiffer(InputError):
+    """Runs that do not measure alike were given to compare, and the caller did not allow it."""
+
+    def __init__(self, found: Sequence[Mismatch]) -> None:
+        self.mismatches = tuple(found)
+        super().__init__(
+            "these runs differ in what decides their scores, so their scores do not compare: "
+            + "; ".join(m.describe() for m in found)
+            + "; pass allow_mismatch=True to compare them anyway"
+        )
+
+
+def _ids(run: Run) -> str | None:
+    """ "given" or "generated" (from the items' content), or None when the run did not say."""
+    dataset = run.manifest.dataset
+    if dataset is not None and dataset.ids is not None:
+        return dataset.ids
+    fields = run.manifest.setup.get("data", {}).get("fields")
+    if isinstance(fields, Mapping) and "id" in fields and fields["id"] is None:
+        return "generated"
+    return None
+
+
+@dataclass(frozen=True)
+class ContentPairing:
+    """A run and the baseline whose ids were both generated from content, over datasets that
+    differ: a row changed between them has another id in each, so it is not paired."""
+
+    variant: str
+    baseline: str
+    paired: int
+    only_here: int
+    only_in_baseline: int
+
+    def describe(self) -> str:
+        return (
+            f"{self.variant} and the baseline {self.baseline} have no id column and their "
+            f"datasets differ: items were paired by ids derived from their content, so a row "
+            f"changed between them is not paired ({self.paired} items paired; "
+            f"{self.only_here} only in {self.variant}, "
+            f"{self.only_in_baseline} only in {self.baseline})"
+        )
+
+
+def content_pairings(runs: Sequence[Run], base: Run | None) -> list[ContentPairing]:
+    """The runs paired with the baseline by ids generated from content over changed data."""
+    if base is None or _ids(base) != "generated":
+        return []
+    found = []
+    for run in runs:
+        if run is base or _ids(run) != "generated" or _dataset(run) == _dataset(base):
+            continue
+        here, there = set(run.items.index), set(base.items.index)
+        found.append(
+            ContentPairing(
+                run.variant, base.variant, len(here & there), len(here - there), len(there - here)
+            )
+        )
+    return found
+
+
 def _scored(run: Run, column: str) -> pd.Series:
     scored: pd.Series = run.items[run.items["status"] == "scored"][column].dropna()
     return scored.astype(float)
@@ -130,22 +304,37 @@ def compare_runs(
     *,
     seed: int = 0,
     alpha: float = 0.05,
+    allow_mismatch: bool = False,
 ) -> pd.DataFrame:
-    """One row per run and dimension (score, alignment, coverage): its mean with a 95% interval,
-    and against the baseline (when given, and for the other runs) the paired comparison on the
-    items both scored: mean difference, paired bootstrap 95% interval, permutation p-value,
-    items better / worse / tied, the items only one of them has, and the items that dropped most.
+    """One row per run and dimension (score, alignment, coverage): the run's items and how
+    many were scored, unscorable or errors; its mean with a 95% interval; and against the
+    baseline (when given, and for the other runs) the paired comparison on the items both
+    scored: mean difference, paired bootstrap 95% interval, permutation p-value, items better /
+    worse / tied, the items only one of them has, and the items that dropped most.
+
+    Runs whose judge, scale, prompt version or dataset (its SHA-256) differ from the baseline's
+    (or the first run's) raise ``InputError`` naming each difference, unless ``allow_mismatch``.
     """
     runs, base = load_runs(run_dirs, baseline)
-    return compare_loaded(runs, base, seed=seed, alpha=alpha)
+    return compare_loaded(runs, base, seed=seed, alpha=alpha, allow_mismatch=allow_mismatch)
 
 
 def compare_loaded(
-    runs: list[Run], base: Run | None, *, seed: int = 0, alpha: float = 0.05
+    runs: list[Run],
+    base: Run | None,
+    *,
+    seed: int = 0,
+    alpha: float = 0.05,
+    allow_mismatch: bool = False,
 ) -> pd.DataFrame:
     """``compare_runs`` on runs already read by ``load_runs``."""
+    if not allow_mismatch:
+        found = mismatches(runs, base)
+        if found:
+            raise RunsDiffer(found)
     rows: list[dict[str, Any]] = []
     for run in runs:
+        counts = run_counts(run)
         for dimension, column in METRICS.items():
             values = _scored(run, column)
             scale = run.items["scale"].max() if dimension == "score" else 1.0
@@ -157,6 +346,7 @@ def compare_loaded(
                 "variant": run.variant,
                 "run_dir": str(run.path),
                 "run_id": run.run_id,
+                **counts,
                 "dimension": dimension,
                 "n": len(values),
                 "mean": mean,
@@ -235,6 +425,53 @@ def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
                     float(diff),
                     float(row["p_value"]),
                     list(row["worst_items"]),
+                )
+            )
+    return found
+
+
+@dataclass(frozen=True)
+class BrokenRun:
+    """A compared run the gate cannot pass, whatever its scores: it scored no item, or more of
+    its items errored than allowed."""
+
+    variant: str
+    run_dir: str
+    items: int
+    scored: int
+    unscorable: int
+    errors: int
+    max_error_rate: float
+
+    def describe(self) -> str:
+        where = f"{self.variant} ({self.run_dir})"
+        if not self.scored:
+            return (
+                f"{where} scored no item ({self.items} items: {self.unscorable} unscorable, "
+                f"{self.errors} errors): it measured nothing"
+            )
+        return (
+            f"{where}: {self.errors} of {self.items} items errored "
+            f"({self.errors / self.items:.1%}), more than the {self.max_error_rate:.1%} allowed"
+        )
+
+
+def broken_runs(comparison: pd.DataFrame, max_error_rate: float) -> list[BrokenRun]:
+    """The compared runs (baseline included) that scored no item, or whose share of errored
+    items is above ``max_error_rate``, read from the comparison's counts."""
+    found = []
+    for row in comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"):
+        items, scored, errors = int(row["items"]), int(row["scored"]), int(row["errors"])
+        if scored == 0 or errors / items > max_error_rate:
+            found.append(
+                BrokenRun(
+                    str(row["variant"]),
+                    str(row["run_dir"]),
+                    items,
+                    scored,
+                    int(row["unscorable"]),
+                    errors,
+                    max_error_rate,
                 )
             )
     return found

@@ -119,11 +119,14 @@ class _Part(BaseModel):
 
 
 class DatasetInfo(_Part):
-    """The dataset a run read: its file (when it was one), its items, and its content's hash."""
+    """The dataset a run read: its file (when it was one), its items, its content's hash, and
+    whether its ids were the data's own or generated from the items' content (``None``: not
+    recorded)."""
 
     path: str | None = None
     items: int | None = None
     sha256: str | None = None
+    ids: Literal["given", "generated"] | None = None
 
 
 class ShardInfo(_Part):

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._io._compare import Run, compare_loaded, load_runs
+from summeval_runner._io._compare import Run, compare_loaded, load_runs, run_counts
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 
 # Beyond this many items a run's table lists the lowest scores and says what it left out.
@@ -70,14 +70,17 @@ def write_report(
     baseline: Path | str | None = None,
     comparison: pd.DataFrame | None = None,
     title: str | None = None,
+    allow_mismatch: bool = False,
 ) -> Path:
     """Write the report of one run, or of several compared with ``baseline``; return its path.
 
-    The file is written under a temporary name and renamed, so a reader never sees half of it.
+    Runs that differ in judge, scale, prompt version or dataset are refused as ``compare_runs``
+    refuses them, unless ``allow_mismatch``. The file is written under a temporary name and
+    renamed, so a reader never sees half of it.
     """
     runs, base = load_runs(run_dirs, baseline)
     if comparison is None:
-        comparison = compare_loaded(runs, base)
+        comparison = compare_loaded(runs, base, allow_mismatch=allow_mismatch)
     return render_report(runs, base, comparison, Path(path), title=title)
 
 
@@ -120,17 +123,21 @@ def _runs_section(runs: list[Run], base: Run | None) -> str:
     for run in runs:
         judge = run.manifest.judge.name if run.manifest.judge else ""
         role = "baseline" if run is base else ""
+        counts = run_counts(run)
         rows.append(
             f"<tr><td>{_e(run.variant)}</td><td>{_e(role)}</td><td>{_e(run.path)}</td>"
             f"<td>{_e(run.run_id)}</td><td>{_e(judge)}</td>"
             f"<td>{_e(run.manifest.prompt_version or '')}</td>"
-            f'<td class="num">{len(run.items)}</td><td>{_e(run.started_at.isoformat())}</td></tr>'
+            + "".join(
+                f'<td class="num">{counts[name]}</td>'
+                for name in ("items", "scored", "unscorable", "errors")
+            )
+            + f"<td>{_e(run.started_at.isoformat())}</td></tr>"
         )
     return (
         "<h2>Runs</h2><table><tr><th>variant</th><th></th><th>directory</th><th>run id</th>"
-        "<th>judge</th><th>prompts</th><th>items</th><th>started</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        "<th>judge</th><th>prompts</th><th>items</th><th>scored</th><th>unscorable</th>"
+        "<th>errors</th><th>started</th></tr>" + "".join(rows) + "</table>"
     )
 
 

@@ -7,7 +7,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
@@ -74,13 +74,18 @@ def prepare(
     if isinstance(data, DatasetFile):
         count = selected = 0
         checked = IdAllocator()
+        first: Item | None = None
         for position, raw in enumerate(data):
             item = _as_item(raw, position, checked, has_target)
+            if first is None:
+                first = item
             count += 1
             selected += wanted(item)
-        if not count:
+        if first is None:
             raise DatasetError(f"{data.path}: the dataset has no rows")
-        info = DatasetInfo(path=str(data.path), items=count, sha256=data.sha256())
+        info = DatasetInfo(
+            path=str(data.path), items=count, sha256=data.sha256(), ids=_file_ids(data, first)
+        )
 
         def read_file() -> Iterator[tuple[int, Item]]:
             ids = IdAllocator()
@@ -90,7 +95,12 @@ def prepare(
     if isinstance(data, Sequence):
         ids = IdAllocator()
         items = [_as_item(raw, index, ids, has_target) for index, raw in enumerate(data)]
-        info = DatasetInfo(items=len(items), sha256=_fingerprint(items))
+        generated = any(isinstance(raw, Mapping) and raw.get("id") is None for raw in data)
+        info = DatasetInfo(
+            items=len(items),
+            sha256=_fingerprint(items),
+            ids="generated" if generated else "given",
+        )
         return Items(lambda: chosen(enumerate(items)), sum(map(wanted, items)), info)
     stream = iter(data)
 
@@ -99,6 +109,17 @@ def prepare(
         return chosen((p, _as_item(raw, p, ids, has_target)) for p, raw in enumerate(stream))
 
     return Items(read_stream, total, None)
+
+
+def _file_ids(data: DatasetFile, first: Item) -> Literal["given", "generated"]:
+    """Whether a file's ids are its own or generated from its rows' content (a comparison of
+    runs over changed data warns of the latter, since a changed row gets another id)."""
+    if data.fields.id is None:
+        return "generated"
+    # The id field may be absent from the file (then every row lacks it): the first row read
+    # as if there were no id field gets the id it was given only if that id was generated.
+    unnamed = replace(data, fields=replace(data.fields, id=None), limit=1)
+    return "generated" if next(iter(unnamed)).id == first.id else "given"
 
 
 def _fingerprint(items: Sequence[Item]) -> str:
