@@ -8,7 +8,9 @@ Payloads arrive as agent frameworks export them, so this module accepts, without
   ``output_messages`` / ``outputMessages``; or a single message mapping.
 
 Content is a string, a list of parts (``{"type": "text", "text": ...}``, tool calls, tool
-results), or a mapping with ``content`` / ``text``. Tool calls are also read from OpenAI's
+results), a mapping with ``content`` / ``text``, or a single part. Any other shape is an
+``InputError`` naming where it is, never text read as empty; ``check_readable`` applies the same
+rule to data before a run. Tool calls are also read from OpenAI's
 ``tool_calls`` field and tool results from ``role: "tool"`` messages. Keys are accepted in
 snake_case and camelCase.
 """
@@ -127,7 +129,7 @@ def _read_content(content: Any, where: str, parts: _ContentParts) -> None:
         elif "type" in content:
             _read_part(content, where, parts)
         else:
-            # Read as empty, its text would vanish: the summary scored as blank, say.
+            # Read as empty, whatever text it holds would vanish (a summary judged blank).
             raise InputError(
                 f"{where}: content as a mapping must hold 'content' or 'text' (or be a part "
                 f"with a 'type'), got keys {sorted(map(str, content))}"
