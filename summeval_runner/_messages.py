@@ -8,7 +8,9 @@ Payloads arrive as agent frameworks export them, so this module accepts, without
   ``output_messages`` / ``outputMessages``; or a single message mapping.
 
 Content is a string, a list of parts (``{"type": "text", "text": ...}``, tool calls, tool
-results), or a mapping with ``content`` / ``text``. Tool calls are also read from OpenAI's
+results), a mapping with ``content`` / ``text``, or a single part. Any other shape is an
+``InputError`` naming where it is, never text read as empty; ``check_readable`` applies the same
+rule to data before a run. Tool calls are also read from OpenAI's
 ``tool_calls`` field and tool results from ``role: "tool"`` messages. Keys are accepted in
 snake_case and camelCase.
 """
@@ -60,6 +62,12 @@ class Message:
     id: str | None = None
     tool_calls: tuple[ToolCall, ...] = field(default=())
     tool_results: tuple[ToolResult, ...] = field(default=())
+
+
+def _shown(value: Any) -> str:
+    """A value as an error shows it: its type and the start of its repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
@@ -116,14 +124,23 @@ def _read_content(content: Any, where: str, parts: _ContentParts) -> None:
     if isinstance(content, str):
         parts.texts.append(content)
     elif isinstance(content, Mapping):
-        _read_content(_first(content, "content", "text"), where, parts)
+        if "content" in content or "text" in content:
+            _read_content(_first(content, "content", "text"), where, parts)
+        elif "type" in content:
+            _read_part(content, where, parts)
+        else:
+            # Read as empty, whatever text it holds would vanish (a summary judged blank).
+            raise InputError(
+                f"{where}: content as a mapping must hold 'content' or 'text' (or be a part "
+                f"with a 'type'), got keys {sorted(map(str, content))}"
+            )
     elif isinstance(content, Sequence):
         for index, part in enumerate(content):
             _read_part(part, f"{where} part {index}", parts)
     else:
         raise InputError(
             f"{where}: content must be a string, a list of parts or a mapping with "
-            f"'content' or 'text', got {type(content).__name__}"
+            f"'content' or 'text', got {_shown(content)}"
         )
 
 
@@ -133,9 +150,15 @@ def _read_part(part: Any, where: str, parts: _ContentParts) -> None:
         return
     if not isinstance(part, Mapping):
         raise InputError(
-            f"{where}: a content part must be a string or a mapping, got {type(part).__name__}"
+            f"{where}: a content part must be a string or a mapping, got {_shown(part)}"
         )
     kind = part.get("type")
+    if kind is None and "text" not in part:
+        # Neither a kind of part nor text: skipped, whatever text it holds would vanish.
+        raise InputError(
+            f"{where}: a content part must have a 'type' or a 'text', "
+            f"got keys {sorted(map(str, part))}"
+        )
     if kind in _TOOL_CALL_PART_TYPES:
         parts.tool_calls.append(_tool_call(part))
     elif kind in _TOOL_RESULT_PART_TYPES:
@@ -143,7 +166,7 @@ def _read_part(part: Any, where: str, parts: _ContentParts) -> None:
     elif kind in _TEXT_PART_TYPES or (kind is None and "text" in part):
         text = part.get("text")
         if text is not None and not isinstance(text, str):
-            raise InputError(f"{where}: 'text' must be a string, got {type(text).__name__}")
+            raise InputError(f"{where}: 'text' must be a string, got {_shown(text)}")
         parts.texts.append(text or "")
     # Other parts (images, audio, reasoning) carry no text to judge.
 
@@ -152,14 +175,12 @@ def _read_message(raw: Any, where: str, default_role: str) -> Message:
     if isinstance(raw, str):
         return Message(role=default_role, text=raw)
     if not isinstance(raw, Mapping):
-        raise InputError(
-            f"{where}: a message must be a string or a mapping, got {type(raw).__name__}"
-        )
+        raise InputError(f"{where}: a message must be a string or a mapping, got {_shown(raw)}")
     role = raw.get("role")
     if role is None:
         role = _ROLE_ALIASES.get(str(raw.get("type")), default_role)
     if not isinstance(role, str):
-        raise InputError(f"{where}: 'role' must be a string, got {type(role).__name__}")
+        raise InputError(f"{where}: 'role' must be a string, got {_shown(role)}")
     parts = _ContentParts()
     _read_content(_first(raw, "content", "text"), where, parts)
     raw_calls = _first(raw, "tool_calls", "toolCalls")
@@ -215,8 +236,18 @@ def parse_messages(payload: Any, *, what: str, default_role: str) -> tuple[Messa
             for index, raw in enumerate(payload)
         )
     raise InputError(
-        f"{what}: expected a string, a list of messages or a mapping, got {type(payload).__name__}"
+        f"{what}: expected a string, a list of messages or a mapping, got {_shown(payload)}"
     )
+
+
+def check_readable(payload: Any, *, what: str) -> None:
+    """Raise ``InputError`` if the scorer could not read ``payload`` as an input or an output.
+
+    The rule is ``parse_messages``'s, the one ``extract_source`` and ``extract_summary`` apply,
+    so a dataset checked with it holds nothing the scorer then fails on. ``what`` names the
+    payload in the message (``field 'text' (dataset.fields.input)``).
+    """
+    parse_messages(payload, what=what, default_role="user")
 
 
 def extract_summary(output: Any) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from tests.app import run_app
+from summeval_runner._cli import _app
+from tests.app import Completed, run_app, run_command
 from tests.chat_server import ChatServer
 
 BAD_DATA = {
@@ -14,6 +16,10 @@ BAD_DATA = {
     "no_input.jsonl": '{"id": "a", "text": "One."}\n{"id": "b", "body": "Two."}\n',
     "not_text.jsonl": '{"id": "a", "text": ["One."], "x": 1}\n{"id": "b", "text": 3.5}\n',
     "empty.jsonl": "",
+    "object.jsonl": '{"id": "a", "text": "One."}\n{"id": "b", "text": {"body": "Two."}}\n',
+    "nested.jsonl": '{"id": "a", "text": [{"role": "user", "content": [["Two."]]}]}\n',
+    "latin1.jsonl": '{"id": "a", "text": "One."}\n{"id": "b", "text": "caf\u00e9"}\n',
+    "a_directory.jsonl": None,
 }
 CASES = [
     ("dataset.path={dir}/missing.jsonl", "dataset.path: no such file: {dir}/missing.jsonl"),
@@ -30,6 +36,21 @@ CASES = [
     ("runner.judge_rpm=0", "runner.judge_rpm must be > 0, or None (null) for no limit; got 0.0"),
     ("scorer.max_questions=ten", "Value 'ten' of type 'str' could not be converted to Integer"),
     ("dataset=no_such_dataset", "Could not find 'dataset/no_such_dataset'"),
+    # An input the scorer cannot read: refused at the check, not an error row (or blank) later.
+    ("dataset.path={dir}/object.jsonl", "{dir}/object.jsonl row 2: the scorer cannot read this input: field 'text' (dataset.fields.input): a mapping must hold a message ('role', 'content') or a list under one of messages"),
+    ("dataset.path={dir}/nested.jsonl", "{dir}/nested.jsonl row 1: the scorer cannot read this input: field 'text' (dataset.fields.input) message 0 part 0: a content part must be a string or a mapping, got list ['Two.']"),
+    ("dataset.path={dir}/latin1.jsonl", "{dir}/latin1.jsonl line 2: not valid UTF-8 at byte offset 52"),
+    ("dataset.path={dir}/a_directory.jsonl", "dataset.path: {dir}/a_directory.jsonl is a directory; name a JSONL, CSV or Parquet file"),
+    ("model.base_url=ftp://judge.example/v1", "model: base_url must be an http:// or https:// URL (http://localhost:8000/v1), got 'ftp://judge.example/v1'"),
+    ("model.base_url=localhost:8000/v1", "got 'localhost:8000/v1'"),
+    ("+dataset.sample=10", "dataset.sample is not a setting (dataset takes: path, format, fields, limit)"),
+    ("+dataset.fields.summary=answer", "dataset.fields.summary is not a setting (dataset.fields takes: input, id, output, ground_truth, metadata)"),
+    ("+scorer.max_question=5", "scorer.max_question is not a setting (scorer takes: max_questions, scale)"),
+    ("+runner.concurency=4", "runner.concurency is not a setting (runner takes: max_items_in_flight,"),
+    ("+runner.retry.attempts=2", "runner.retry.attempts is not a setting (runner.retry takes: max_attempts,"),
+    ("+model.temprature=0.5", "model: invalid openai judge settings: unknown setting 'temprature'"),
+    ("+target.words=20", "target.words is not an argument of summeval_runner._agents.LeadK (it takes: k, max_words)"),
+    ("+seed=1", "seed is not a setting (the config has: dataset, target, model, scorer, runner)"),
 ]  # fmt: skip
 
 
@@ -42,7 +63,12 @@ def test_bad_config_or_input_exits_2_before_any_judge_call(
     override: str, message: str, tmp_path: Path, chat_server: ChatServer
 ) -> None:
     for name, content in BAD_DATA.items():
-        (tmp_path / name).write_text(content, encoding="utf-8")
+        if content is None:
+            (tmp_path / name).mkdir()
+        else:
+            # Latin-1, so that é is one byte that UTF-8 cannot read.
+            encoding = "latin-1" if name.startswith("latin1") else "utf-8"
+            (tmp_path / name).write_text(content, encoding=encoding)
     run_dir = tmp_path / "run"
 
     completed = run_app(
@@ -55,8 +81,10 @@ def test_bad_config_or_input_exits_2_before_any_judge_call(
 
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert message.format(dir=tmp_path) in completed.stderr
+    assert "Traceback" not in completed.stderr
     assert chat_server.requests == []
-    assert not list(run_dir.glob("*.parquet"))
+    # Hydra made the run's directory before the job was refused: nothing of it is left.
+    assert not run_dir.exists()
 
 
 def test_a_missing_key_is_bad_config(tmp_path: Path) -> None:
@@ -77,3 +105,119 @@ def test_a_run_directory_that_holds_a_run_is_not_reused(tmp_path: Path) -> None:
     assert f"{run_dir} already holds a run; choose another directory" in again.stderr
     assert f"runner.resume={run_dir}" in again.stderr
     assert {path: path.read_bytes() for path in run_dir.glob("*.parquet")} == before
+
+
+def run_here(cwd: Path, *argv: str, env: dict[str, str] | None = None) -> Completed:
+    """``summeval-run <argv>`` from ``cwd``, on Hydra's default run directory unless given."""
+    return run_command(_app.run, [*argv, "runner.progress=false"], cwd=cwd, env=env)
+
+
+@pytest.mark.parametrize(
+    ("option", "path", "problem"),
+    [
+        ("hydra.run.dir", "a_file/run", "{dir}/a_file/run cannot be made: {dir}/a_file is a file, not a directory"),
+        ("hydra.run.dir", "a_file", "{dir}/a_file is a file, not a directory"),
+        ("hydra.sweep.dir", "a_file/sweep", "{dir}/a_file/sweep cannot be made: {dir}/a_file is a file, not a directory"),
+    ],
+)  # fmt: skip
+def test_a_run_directory_that_cannot_be_made_is_bad_config(
+    option: str, path: str, problem: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a_file").write_text("not a directory", encoding="utf-8")
+    sweep = ["-m", "target.k=1,2"] if option == "hydra.sweep.dir" else []
+
+    completed = run_here(tmp_path, *sweep, f"{option}={tmp_path / path}")
+
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr == (f"summeval-run: error: {option}: {problem.format(dir=tmp_path)}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root writes in a read-only (0o555) directory: permission bits do not stop it",
+)
+def test_a_run_directory_that_cannot_be_written_is_bad_config(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    try:
+        completed = run_here(tmp_path, f"hydra.run.dir={locked / 'run'}")
+    finally:
+        locked.chmod(0o755)
+
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        f"summeval-run: error: hydra.run.dir: {locked / 'run'} cannot be written: "
+        f"{locked} is not writable\n"
+    )
+
+
+def test_a_refused_resume_keeps_the_run_and_leaves_no_directory(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert run_app(run_dir, "dataset.limit=2", "runner.progress=false").returncode == 0
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    (tmp_path / "object.jsonl").write_text(BAD_DATA["object.jsonl"] or "", encoding="utf-8")
+
+    refused = run_here(tmp_path, f"runner.resume={run_dir}", "dataset.path=object.jsonl")
+
+    assert refused.returncode == 2
+    assert "object.jsonl row 2: the scorer cannot read this input" in refused.stderr
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    # The directory Hydra made for the resuming run (outputs/<date>/<time>...) is gone.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["object.jsonl", "run"]
+
+
+def test_a_refused_run_in_a_directory_it_did_not_make_leaves_that_directory(
+    tmp_path: Path,
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes", encoding="utf-8")
+
+    refused = run_here(tmp_path, f"hydra.run.dir={mine}", "scorer.max_questions=0")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused_again = run_here(tmp_path, f"hydra.run.dir={empty}", "scorer.max_questions=0")
+
+    assert (refused.returncode, refused_again.returncode) == (2, 2)
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "my notes"
+    assert empty.is_dir()
+
+
+AGENTS = """
+def summarize(input, words=20):
+    return " ".join(input.split()[:words])
+
+
+class Flexible:
+    def __init__(self, **options):
+        self.options = options
+
+    def __call__(self, input):
+        return input
+"""
+
+
+def test_target_arguments_are_checked_against_the_callable(tmp_path: Path) -> None:
+    (tmp_path / "my_agents.py").write_text(AGENTS, encoding="utf-8")
+    targets = tmp_path / "conf" / "target"
+    targets.mkdir(parents=True)
+    (targets / "words.yaml").write_text(
+        "_target_: my_agents.summarize\n_partial_: true\nwords: 5\n", encoding="utf-8"
+    )
+    (targets / "flexible.yaml").write_text("_target_: my_agents.Flexible\n", encoding="utf-8")
+    env = {"PYTHONPATH": str(tmp_path)}
+    config_dir = f"--config-dir={tmp_path / 'conf'}"
+
+    # A function called on each item (_partial_): the key would have failed every item.
+    refused = run_here(tmp_path, config_dir, "target=words", "+target.style=short", env=env)
+    fine = run_here(tmp_path, config_dir, "target=words", "target.words=3", env=env)
+    # **options takes any name.
+    flexible = run_here(tmp_path, config_dir, "target=flexible", "+target.style=short", env=env)
+
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "summeval-run: error: target.style is not an argument of my_agents.summarize "
+        "(it takes: input, words); check its spelling\n"
+    )
+    assert (fine.returncode, flexible.returncode) == (0, 0), fine.stderr + flexible.stderr

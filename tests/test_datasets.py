@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from summeval_runner import DatasetError, FieldMap, load_dataset
+from summeval_runner import (
+    DatasetError,
+    DatasetFile,
+    FakeJudge,
+    FieldMap,
+    InputError,
+    Item,
+    create_summarization_scorer,
+    load_dataset,
+    run_evals_sync,
+)
 
 ROWS = [
     {"doc": "a1", "body": "The first text.", "topic": "x", "extra": 1},
@@ -112,3 +124,179 @@ def test_a_missing_file_and_an_unknown_format_are_named(tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("x", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"set dataset\.format to jsonl, csv or parquet"):
         load_dataset(tmp_path / "data.txt", FIELDS)
+
+
+# --- What the scorer cannot read is refused when the data is checked, before any judge call ---
+
+SUMMARY = "The harbour opened."
+SOURCE = "The harbour opened in spring. It cost four million."
+UNREADABLE = [
+    # (value, where it is refused, what the message says)
+    ({"foo": "bar"}, "a mapping must hold a message ('role', 'content') or a list", "keys ['foo']"),
+    ([[SOURCE]], "message 0: a message must be a string or a mapping", "got list"),
+    ([{"role": "user", "content": {"body": SOURCE}}], "message 0: content as a mapping must hold", "keys ['body']"),
+    ([{"role": "user", "content": [{"body": SOURCE}]}], "message 0 part 0: a content part must have a 'type' or a 'text'", "keys ['body']"),
+    ([{"role": "user", "content": [7]}], "message 0 part 0: a content part must be a string or a mapping", "got int 7"),
+]  # fmt: skip
+
+
+def scorer_that_counts() -> tuple[Any, FakeJudge]:
+    judge = FakeJudge(
+        preprocess={"alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                    "questions": ["q"]},
+        analyze={"coverage": [{"question": "q", "answered": True, "reason": "r"}]},
+    )  # fmt: skip
+    return create_summarization_scorer(judge), judge
+
+
+@pytest.mark.parametrize("column", ["body", "answer"])
+@pytest.mark.parametrize(("value", "rule", "found"), UNREADABLE)
+def test_a_dataset_value_the_scorer_cannot_read_is_refused_naming_file_row_and_field(
+    column: str, value: object, rule: str, found: str, tmp_path: Path
+) -> None:
+    rows: list[dict[str, object]] = [
+        {"doc": "a1", "body": SOURCE, "answer": SUMMARY},
+        {"doc": "a2", "body": SOURCE, "answer": SUMMARY} | {column: value},
+    ]
+    path = write(tmp_path / "data.jsonl", rows)
+    scorer, judge = scorer_that_counts()
+    option = "input" if column == "body" else "output"
+
+    with pytest.raises(DatasetError) as raised:
+        run_evals_sync(
+            scorers=[scorer],
+            data=DatasetFile(path, FieldMap(input="body", id="doc", output="answer")),
+        )
+
+    message = str(raised.value)
+    assert message.startswith(f"{path} row 2: the scorer cannot read this {option}: ")
+    assert f"field {column!r} (dataset.fields.{option})" in message
+    assert rule in message
+    assert found in message
+    assert judge.requests == []
+
+
+@pytest.mark.parametrize(("value", "rule", "found"), UNREADABLE)
+def test_a_listed_item_the_scorer_cannot_read_is_refused_before_any_work(
+    value: object, rule: str, found: str
+) -> None:
+    scorer, judge = scorer_that_counts()
+    for name in ("input", "output"):
+        data = [{"input": SOURCE, "output": SUMMARY}, {"input": SOURCE, "output": SUMMARY}]
+        data[1] = data[1] | {name: value}
+
+        with pytest.raises(InputError) as raised:
+            run_evals_sync(scorers=[scorer], data=data)
+
+        assert str(raised.value).startswith(f"data item 1: the scorer cannot read this {name}: ")
+        assert rule in str(raised.value)
+        assert found in str(raised.value)
+    assert judge.requests == []
+
+
+def test_a_generator_is_checked_as_it_is_drawn() -> None:
+    scorer, _ = scorer_that_counts()
+
+    def items() -> Iterator[dict[str, object]]:
+        yield {"input": SOURCE, "output": SUMMARY}
+        yield {"input": {"foo": "bar"}, "output": SUMMARY}
+
+    with pytest.raises(InputError, match=r"data item 1: the scorer cannot read this input"):
+        run_evals_sync(scorers=[scorer], data=items())
+
+
+def test_only_what_the_scorer_reads_is_checked() -> None:
+    """A source given another way leaves the input to the user's extractor; a target computes
+    the outputs; ground truth and metadata are never read as text."""
+    record = {"doc": 7, "text": SOURCE}
+    extractor = create_summarization_scorer(
+        FakeJudge(preprocess={"alignment": [], "questions": []}, analyze={"coverage": []}),
+        {"source_extractor": lambda input, output: input["text"]},
+    )
+    by_extractor = run_evals_sync(
+        scorers=[extractor],
+        data=[
+            {"input": record, "output": SUMMARY, "ground_truth": {"k": 1}, "metadata": {"m": [1]}}
+        ],
+    )
+    scorer, _ = scorer_that_counts()
+    with_target = run_evals_sync(
+        scorers=[scorer], target=lambda input: SUMMARY, data=[{"input": SOURCE}]
+    )
+
+    assert by_extractor.counts.total == 1
+    assert by_extractor.counts.errors == 0
+    assert with_target.counts.scored == 1
+
+
+# --- Ids of data without an id column ---
+
+
+def test_reordered_rows_without_ids_keep_their_ids(tmp_path: Path) -> None:
+    rows = [
+        {"body": "Alpha.", "answer": "A."},
+        {"body": "Alpha.", "answer": "A shorter one."},
+        {"body": "Beta.", "answer": "B."},
+        # An exact copy: only its occurrence tells it apart, and copies are interchangeable.
+        {"body": "Alpha.", "answer": "A shorter one."},
+    ]
+    fields = FieldMap(input="body", output="answer")
+
+    def mapping(items: list[Item]) -> set[tuple[str, str, str]]:
+        return {(item.id, item.input, item.output) for item in items}
+
+    forward = load_dataset(write(tmp_path / "f.jsonl", rows), fields)
+    backward = load_dataset(write(tmp_path / "b.jsonl", rows[::-1]), fields)
+    as_lists = [
+        run_evals_sync(scorers=[scorer_that_counts()[0]], data=[
+            {"input": row["body"], "output": row["answer"]} for row in order
+        ]).items
+        for order in (rows, rows[::-1])
+    ]  # fmt: skip
+
+    assert mapping(forward) == mapping(backward)
+    assert len({item.id for item in forward}) == 4
+    by_id = [{r.item_id: (r.input, r.output) for r in results} for results in as_lists]
+    assert by_id[0] == by_id[1]
+    assert {(i, *content) for i, content in by_id[0].items()} == mapping(forward)
+
+
+def test_ids_given_by_the_data_are_kept(tmp_path: Path) -> None:
+    rows = [
+        {"doc": "x-1", "body": "Alpha.", "answer": "A."},
+        {"doc": 7, "body": "Alpha.", "answer": "B."},
+    ]
+    items = load_dataset(
+        write(tmp_path / "d.jsonl", rows), FieldMap(input="body", id="doc", output="answer")
+    )
+
+    assert [item.id for item in items] == ["x-1", "7"]
+
+
+# --- Files that are not what they should be ---
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "where"),
+    [
+        ("bad.jsonl", b'{"id": "a", "body": "ok"}\n{"id": "b", "body": "caf\xe9"}\n', "line 2: not valid UTF-8 at byte offset 50"),
+        ("bad.csv", b"doc,body\na1,ok\na2,caf\xe9\n", "line 3: not valid UTF-8 at byte offset 21"),
+        ("bom.csv", b"\xef\xbb\xbfdoc,body\na1,\xff\n", "line 2: not valid UTF-8 at byte offset 15"),
+    ],
+)  # fmt: skip
+def test_invalid_utf8_is_named_by_line_and_byte_offset(
+    name: str, content: bytes, where: str, tmp_path: Path
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(path, FIELDS)
+
+    assert str(raised.value).startswith(f"{path} {where} ")
+    assert content[int(where.rsplit(" ", 1)[1]) :].startswith((b"\xe9", b"\xff"))
+
+
+def test_a_directory_is_not_a_dataset(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=rf"dataset.path: {tmp_path} is a directory; name a"):
+        load_dataset(tmp_path, FIELDS)

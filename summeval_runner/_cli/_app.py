@@ -30,6 +30,7 @@ from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
 from summeval_runner._cli._config import register_configs
 from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import resume_command
+from summeval_runner._cli._rundir import discard_refused
 from summeval_runner._cli._signals import Interrupts
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._errors import (
@@ -178,6 +179,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         hydra_job = HydraJob.current()
         code = run_job(cfg, hydra_job, interrupts)
         exit_codes.append(code)
+        if code == EXIT_BAD_INPUT:
+            # A refused run leaves no directory behind (only one this run made and nothing
+            # but Hydra wrote in: see _rundir).
+            discard_refused(hydra_job.output_dir, hydra_job.name)
         if hydra_job.multirun:
             record_exit_code(hydra_job.output_dir, code)
         # An interrupt stops a sweep too: the operator asked the whole command to stop.

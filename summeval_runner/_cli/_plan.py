@@ -7,6 +7,8 @@ rule is a ``ConfigError`` that names the option (``runner.max_items_in_flight mu
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.types import RunMode
-from hydra.utils import instantiate, to_absolute_path
+from hydra.utils import get_object, instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner._errors import ConfigError, SummevalError
@@ -30,12 +32,14 @@ class HydraJob:
     """What Hydra's runtime knows about the job, read once and passed down.
 
     ``output_dir`` is the job's own directory (``hydra.run.dir``, or a sweep's subdirectory);
-    ``overrides`` the command line's; ``multirun`` whether the job is one of a sweep.
+    ``overrides`` the command line's; ``multirun`` whether the job is one of a sweep; ``name``
+    the job's (its log file is ``<name>.log``).
     """
 
     output_dir: Path
     overrides: tuple[str, ...]
     multirun: bool
+    name: str = "summeval-run"
 
     @classmethod
     def current(cls) -> HydraJob:
@@ -44,6 +48,7 @@ class HydraJob:
             output_dir=Path(hydra.runtime.output_dir),
             overrides=tuple(hydra.overrides.task),
             multirun=hydra.mode == RunMode.MULTIRUN,
+            name=str(hydra.job.name),
         )
 
 
@@ -64,6 +69,7 @@ class Plan:
 
 def plan(cfg: DictConfig, job: HydraJob) -> Plan:
     """Check the config and build the run's parts; ``SummevalError`` naming what is wrong."""
+    _refuse_unknown_settings(cfg)
     options = _options(cfg.runner, job)
     try:
         judge = resolve_judge(_judge_settings(cfg.model))
@@ -107,6 +113,26 @@ def plan(cfg: DictConfig, job: HydraJob) -> Plan:
     )
 
 
+def _refuse_unknown_settings(node: DictConfig, prefix: str = "") -> None:
+    """A key added with ``+`` where the schema has none (``+scorer.max_question=5``) would be
+    silently ignored: refuse it, naming the settings there are. ``model`` and ``target`` have
+    no fixed schema: the judge's provider and the target's signature check theirs."""
+    schema = OmegaConf.get_type(node)
+    if schema is None or not dataclasses.is_dataclass(schema):
+        return
+    known = [f.name for f in dataclasses.fields(schema)]
+    for key in map(str, node):
+        name = f"{prefix}{key}"
+        if key not in known:
+            where = f"{prefix[:-1]} takes" if prefix else "the config has"
+            raise ConfigError(
+                f"{name} is not a setting ({where}: {', '.join(known)}); check its spelling"
+            )
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            _refuse_unknown_settings(child, f"{name}.")
+
+
 def _options(runner: DictConfig, job: HydraJob) -> RunOptions:
     values = _container(runner)
     values.pop("resume")
@@ -143,6 +169,7 @@ def _build_target(node: Any) -> Callable[[Any], Any] | None:
         return None
     if not isinstance(node, DictConfig) or "_target_" not in node:
         raise ConfigError("target must be a config with _target_ (an import path), or empty")
+    _refuse_unknown_arguments(node)
     try:
         target = instantiate(node)
     except InstantiationException as error:
@@ -164,3 +191,31 @@ def _build_target(node: Any) -> Callable[[Any], Any] | None:
         )
     result: Callable[[Any], Any] = target
     return result
+
+
+# Hydra's own keys in a config it instantiates, never passed to the callable.
+_INSTANTIATE_KEYS = frozenset({"_target_", "_partial_", "_args_", "_recursive_", "_convert_"})
+
+
+def _refuse_unknown_arguments(node: DictConfig) -> None:
+    """A ``target`` key the callable does not take: refused by name before it is built. With
+    ``_partial_: true`` the callable is only called on the first item, so the key would
+    otherwise fail every item, or be swallowed by a default."""
+    try:
+        factory = get_object(str(node._target_))
+        parameters = inspect.signature(factory).parameters.values()
+    except Exception:
+        return  # not importable, or no signature to read: instantiate says what is wrong
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return  # **kwargs: it takes any name
+    takes = [
+        p.name
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    for key in map(str, node):
+        if key not in _INSTANTIATE_KEYS and key not in takes:
+            raise ConfigError(
+                f"target.{key} is not an argument of {node._target_} "
+                f"(it takes: {', '.join(takes) or 'none'}); check its spelling"
+            )

@@ -6,6 +6,7 @@ Every problem is found before any judge call and reported with the file, the row
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import json
@@ -68,22 +69,44 @@ def detect_format(path: Path, format: str) -> Format:
     return detected
 
 
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file, a byte order mark at its start dropped.
+
+    Decoded line by line, so that bytes that are not UTF-8 are named by their line and their
+    offset in the file, where an editor or ``xxd -s`` finds them.
+    """
+    offset = 0
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            skip = 3 if number == 1 and raw.startswith(codecs.BOM_UTF8) else 0
+            try:
+                text = raw[skip:].decode("utf-8")
+            except UnicodeDecodeError as error:
+                start = skip + error.start
+                raise DatasetError(
+                    f"{path} line {number}: not valid UTF-8 at byte offset {offset + start} "
+                    f"({raw[start : start + 4]!r}...: {error.reason}); "
+                    "save the file as UTF-8"
+                ) from None
+            offset += len(raw)
+            yield number, text
+
+
 def _rows(path: Path, format: Format) -> Iterator[tuple[int, Any]]:
     """(row number as a person counts it in that file, row) pairs."""
     if format == "jsonl":
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    yield number, json.loads(line)
-                except ValueError as error:
-                    raise DatasetError(f"{path} line {number}: not valid JSON ({error})") from None
+        for number, line in _text_lines(path):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except ValueError as error:
+                raise DatasetError(f"{path} line {number}: not valid JSON ({error})") from None
     elif format == "csv":
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            # The header is line 1, so the first row a spreadsheet shows as line 2 is row 2.
-            for number, row in enumerate(csv.DictReader(handle), 2):
-                yield number, row
+        lines = (line for _, line in _text_lines(path))
+        # The header is line 1, so the first row a spreadsheet shows as line 2 is row 2.
+        for number, row in enumerate(csv.DictReader(lines), 2):
+            yield number, row
     else:
         try:
             parquet = pq.ParquetFile(path)
@@ -106,26 +129,32 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {shown[:60]}{'…' if len(shown) > 60 else ''}"
 
 
-def generated_id(input: Any) -> str:
-    """A stable id from the input's content: the same text gets the same id in every run."""
-    canonical = json.dumps(input, sort_keys=True, ensure_ascii=False, default=str)
+def generated_id(input: Any, output: Any = None) -> str:
+    """A stable id from the item's content: the same input (and precomputed output, when the
+    item carries one) gets the same id in every run, wherever its row is in the data."""
+    # Without an output the input alone, as ever, so ids of data without outputs do not change.
+    content = input if output is None else {"input": input, "output": output}
+    canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 class IdAllocator:
-    """Gives each item a unique id: the data's own, or a stable hash of its input.
+    """Gives each item a unique id: the data's own, or a stable hash of its input and output.
 
-    The same input twice without ids gets ``-2``, ``-3`` suffixes in order, so ids stay stable;
-    the same explicit id twice is an error that names both places.
+    Only an exact copy (the same input and output) of an earlier item without an id gets a
+    ``-2``, ``-3`` suffix, in order; copies cannot be told apart, so reordered data keeps every
+    id on the same content. The same explicit id twice is an error that names both places.
     """
 
     def __init__(self, field_note: str = "") -> None:
         self._field_note = field_note
         self._first_at: dict[str, str] = {}
 
-    def assign(self, raw_id: Any, input: Any, *, where: str, position: str) -> str:
+    def assign(
+        self, raw_id: Any, input: Any, output: Any = None, *, where: str, position: str
+    ) -> str:
         """The id of the item at ``position`` (``where`` prefixes an error's message)."""
-        item_id = str(raw_id) if raw_id is not None else generated_id(input)
+        item_id = str(raw_id) if raw_id is not None else generated_id(input, output)
         if item_id in self._first_at:
             if raw_id is not None:
                 raise DatasetError(
@@ -158,7 +187,11 @@ class DatasetFile:
         object.__setattr__(self, "path", Path(self.path))
 
     def __iter__(self) -> Iterator[Item]:
-        return iter_dataset(self.path, self.fields, format=self.format, limit=self.limit)
+        return (item for _, item in self.rows())
+
+    def rows(self) -> Iterator[tuple[str, Item]]:
+        """Each item with where it is, as an error names it: ``(<path> row <n>, item)``."""
+        return _located_items(self.path, self.fields, format=self.format, limit=self.limit)
 
     def sha256(self) -> str:
         """The SHA-256 of the file's bytes."""
@@ -187,6 +220,16 @@ def iter_dataset(
     Holds one row at a time (and the ids seen, to refuse duplicates), so a dataset of any size
     streams through in flat memory. The same file always gives the same items and ids.
     """
+    return (item for _, item in _located_items(path, fields, format=format, limit=limit))
+
+
+def _located_items(
+    path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
+) -> Iterator[tuple[str, Item]]:
+    if path.is_dir():
+        raise DatasetError(
+            f"dataset.path: {path} is a directory; name a JSONL, CSV or Parquet file"
+        )
     if not path.is_file():
         raise DatasetError(f"dataset.path: no such file: {path}")
     if limit is not None and limit < 1:
@@ -238,12 +281,15 @@ def iter_dataset(
                 f"{where}: field {fields.id!r} (dataset.fields.id) must be a string or an integer, "
                 f"got {_describe(raw_id)}"
             )
-        yield Item(
-            id=ids.assign(raw_id, value, where=where, position=f"row {number}"),
-            input=value,
-            output=output,
-            ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,
-            metadata={name: row.get(name) for name in fields.metadata},
+        yield (
+            where,
+            Item(
+                id=ids.assign(raw_id, value, output, where=where, position=f"row {number}"),
+                input=value,
+                output=output,
+                ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,
+                metadata={name: row.get(name) for name in fields.metadata},
+            ),
         )
         if limit is not None and count >= limit:
             break

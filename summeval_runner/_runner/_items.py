@@ -1,5 +1,10 @@
 """The items a run draws: each checked as ``summeval-run`` checks a dataset's rows, with its
-dataset position, and what is known of them before the run starts."""
+dataset position, and what is known of them before the run starts.
+
+An input or a precomputed output that the summarization scorer reads is checked with the
+scorer's own reading rule (``check_readable``), so no item the check lets through fails, or
+reads as blank, later for its shape.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ from summeval_runner._errors import InputError
 from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
 from summeval_runner._io._manifest import DatasetInfo
 from summeval_runner._io._shards import Shard
+from summeval_runner._messages import check_readable
+from summeval_runner._scorers._summarization import SummarizationScorer
 
 
 def shown(value: Any) -> str:
@@ -21,17 +28,62 @@ def shown(value: Any) -> str:
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
-def _as_item(raw: Mapping[str, Any] | Item, index: int, ids: IdAllocator, has_target: bool) -> Item:
-    where = f"data item {index}"
+@dataclass(frozen=True)
+class Reads:
+    """Which payloads of an item the scorers read as text or chat messages."""
+
+    input: bool
+    output: bool
+
+    @classmethod
+    def of(cls, scorers: Sequence[object], has_target: bool) -> Reads:
+        """The summarization scorer reads the output, and the input unless it is given its
+        source another way (``source``, ``source_extractor``). A target computes the outputs,
+        so then only the input is the data's. Other scorers read what they read: their items
+        are only checked to be text or messages."""
+        summarizers = [s for s in scorers if isinstance(s, SummarizationScorer)]
+        return cls(
+            input=any(
+                s.options.source is None and s.options.source_extractor is None for s in summarizers
+            ),
+            output=bool(summarizers) and not has_target,
+        )
+
+
+_NAMES = {"input": "'input'", "output": "'output'"}
+
+
+def _as_item(
+    raw: Mapping[str, Any] | Item,
+    index: int,
+    ids: IdAllocator,
+    has_target: bool,
+    reads: Reads,
+    where: str | None = None,
+    names: Mapping[str, str] = _NAMES,
+) -> Item:
+    """The item at ``index``, checked; ``where`` and ``names`` say how errors name its place and
+    its fields (a dataset's row and columns; by default ``data item <index>``)."""
+    position = f"data item {index}"
+    error = InputError if where is None else DatasetError
+    where = where or position
     if isinstance(raw, Item):
-        item = replace(raw, id=ids.assign(raw.id, raw.input, where=where, position=where))
+        item = replace(raw, id=ids.assign(raw.id, raw.input, where=where, position=position))
     elif isinstance(raw, Mapping):
         if "input" not in raw:
             raise InputError(f"{where}: no 'input'; got keys {sorted(map(str, raw))}")
+        # An output only counts in the id when it is the data's (no target computes it).
+        output = raw.get("output")
         item = Item(
-            id=ids.assign(raw.get("id"), raw["input"], where=where, position=where),
+            id=ids.assign(
+                raw.get("id"),
+                raw["input"],
+                output if not has_target else None,
+                where=where,
+                position=position,
+            ),
             input=raw["input"],
-            output=raw.get("output"),
+            output=output,
             ground_truth=raw.get("ground_truth"),
             metadata=dict(raw.get("metadata") or {}),
         )
@@ -40,9 +92,15 @@ def _as_item(raw: Mapping[str, Any] | Item, index: int, ids: IdAllocator, has_ta
     for name in ("input", "output"):
         value = getattr(item, name)
         if value is not None and not isinstance(value, str | list | Mapping):
-            raise InputError(f"{where}: {name!r} must be text or chat messages, got {shown(value)}")
+            raise error(f"{where}: {names[name]} must be text or chat messages, got {shown(value)}")
     if not has_target and item.output is None:
         raise InputError(f"{where}: no 'output', and no target to produce one")
+    for name, read in (("input", reads.input), ("output", reads.output)):
+        if read:
+            try:
+                check_readable(getattr(item, name), what=names[name])
+            except InputError as unreadable:
+                raise error(f"{where}: the scorer cannot read this {name}: {unreadable}") from None
     return item
 
 
@@ -58,12 +116,14 @@ class Items:
 
 def prepare(
     data: Iterable[Mapping[str, Any] | Item],
+    scorers: Sequence[object],
     has_target: bool,
     shard: Shard | None,
     total: int | None,
 ) -> Items:
     """Check what can be checked before any work: a list or a dataset file whole, each row of
     a file read once to check it and again as items start; other iterables item by item."""
+    reads = Reads.of(scorers, has_target)
 
     def wanted(item: Item) -> bool:
         return shard is None or shard.holds(item.id)
@@ -72,11 +132,19 @@ def prepare(
         return ((p, item) for p, item in entries if wanted(item))
 
     if isinstance(data, DatasetFile):
+        fields = data.fields
+        names = {
+            "input": f"field {fields.input!r} (dataset.fields.input)",
+            "output": f"field {fields.output!r} (dataset.fields.output)",
+        }
+
+        def checked(ids: IdAllocator) -> Iterator[tuple[int, Item]]:
+            for p, (where, raw) in enumerate(data.rows()):
+                yield p, _as_item(raw, p, ids, has_target, reads, where, names)
+
         count = selected = 0
-        checked = IdAllocator()
         first: Item | None = None
-        for position, raw in enumerate(data):
-            item = _as_item(raw, position, checked, has_target)
+        for _, item in checked(IdAllocator()):
             if first is None:
                 first = item
             count += 1
@@ -86,15 +154,10 @@ def prepare(
         info = DatasetInfo(
             path=str(data.path), items=count, sha256=data.sha256(), ids=_file_ids(data, first)
         )
-
-        def read_file() -> Iterator[tuple[int, Item]]:
-            ids = IdAllocator()
-            return chosen((p, _as_item(raw, p, ids, has_target)) for p, raw in enumerate(data))
-
-        return Items(read_file, selected, info)
+        return Items(lambda: chosen(checked(IdAllocator())), selected, info)
     if isinstance(data, Sequence):
         ids = IdAllocator()
-        items = [_as_item(raw, index, ids, has_target) for index, raw in enumerate(data)]
+        items = [_as_item(raw, index, ids, has_target, reads) for index, raw in enumerate(data)]
         generated = any(isinstance(raw, Mapping) and raw.get("id") is None for raw in data)
         info = DatasetInfo(
             items=len(items),
@@ -106,7 +169,7 @@ def prepare(
 
     def read_stream() -> Iterator[tuple[int, Item]]:
         ids = IdAllocator()
-        return chosen((p, _as_item(raw, p, ids, has_target)) for p, raw in enumerate(stream))
+        return chosen((p, _as_item(raw, p, ids, has_target, reads)) for p, raw in enumerate(stream))
 
     return Items(read_stream, total, None)
 

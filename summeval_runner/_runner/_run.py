@@ -174,7 +174,7 @@ async def run_evals(
             "resume=True needs data whose content can be checked against the run's: a list of "
             f"items or a DatasetFile, got {type(data).__name__}"
         )
-    items = prepare(data, target is not None, opts.shard, total)
+    items = prepare(data, scorers, target is not None, opts.shard, total)
     judges = JudgeStack(opts)
     recorder: RunRecorder | None = None
     try:

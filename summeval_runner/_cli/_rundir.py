@@ -1,0 +1,130 @@
+"""The directory Hydra makes for a run: its default name, a check before Hydra makes it, and its
+removal when the run is refused.
+
+- **A unique default name.** ``hydra.run.dir`` defaults to ``outputs/${summeval.run_name:}``:
+  the date, the time to the millisecond and a random suffix (``2026-11-30/15-02-11.374-5f3a9c``),
+  so runs started at once in one directory each get their own. The resolver is cached in the
+  config (``use_cache``), so every reading of ``hydra.run.dir`` in a run (Hydra reads it more
+  than once) gives the same name; Hydra copies that cache into each job of a sweep.
+- **Checked first.** ``RunDirectoryCheck`` (a Hydra callback) refuses a ``hydra.run.dir`` or
+  ``hydra.sweep.dir`` under a file, or where nothing can be written, with one message and exit 2,
+  before Hydra tries to make it; and it notes whether the run's directory was there already.
+- **Nothing left by a refused run.** ``discard_refused`` removes the directory Hydra made for a
+  run refused as bad config or input, only if this run made it and it holds Hydra's own files
+  and nothing else: never a directory a user or an earlier run wrote in (a ``runner.resume``
+  target included).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+EXIT_BAD_INPUT = 2
+_HYDRA_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
+
+# Run directories that did not exist when their run started, each with the highest of its
+# folders that did not either (outputs/<date> on a day's first run): those are the run's own.
+# Set by the callback before Hydra makes the directory, read by the job in the same process.
+_made_by_run: dict[Path, Path] = {}
+
+
+def run_dir_name(now: datetime | None = None, suffix: str | None = None) -> str:
+    """``<date>/<time>.<milliseconds>-<random suffix>``, unique however many runs start at once.
+
+    >>> run_dir_name(datetime(2026, 11, 30, 15, 2, 11, 374_512), "5f3a9c")
+    '2026-11-30/15-02-11.374-5f3a9c'
+    """
+    now = now or datetime.now()
+    suffix = suffix if suffix is not None else secrets.token_hex(3)
+    return f"{now:%Y-%m-%d}/{now:%H-%M-%S}.{now.microsecond // 1000:03d}-{suffix}"
+
+
+def _run_name() -> str:
+    return run_dir_name()
+
+
+def _problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a run directory, or None: the reason given as a person reads it."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        if existing == path:
+            return f"{path} is a file, not a directory"
+        return f"{path} cannot be made: {existing} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{path} cannot be written: {existing} is not writable"
+    return None
+
+
+def _check(option: str, directory: Any) -> Path:
+    path = Path(str(directory)).absolute()
+    problem = _problem(path)
+    if problem is not None:
+        print(f"summeval-run: error: {option}: {problem}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+    return path
+
+
+class RunDirectoryCheck(Callback):
+    """Checks the run's (or sweep's) directory before Hydra makes it; notes whether it is new."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        path = _check("hydra.run.dir", config.hydra.run.dir)
+        _made_by_run.pop(path, None)
+        if not path.exists():
+            top = path
+            while not top.parent.exists():
+                top = top.parent
+            _made_by_run[path] = top
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _check("hydra.sweep.dir", config.hydra.sweep.dir)
+
+
+def _only_hydra_files(path: Path, log_name: str) -> bool:
+    for entry in path.iterdir():
+        if entry.name == ".hydra" and entry.is_dir() and not entry.is_symlink():
+            if not all(f.name in _HYDRA_FILES and f.is_file() for f in entry.iterdir()):
+                return False
+        elif not (entry.name == log_name and entry.is_file()):
+            return False
+    return True
+
+
+def discard_refused(run_dir: Path, job_name: str) -> None:
+    """Remove ``run_dir`` if this run made it and it holds only Hydra's files (``.hydra/`` and
+    ``<job_name>.log``), and the folders above it that this run made and that are empty now."""
+    path = run_dir.absolute()
+    top = _made_by_run.pop(path, None)
+    if top is None or not path.is_dir() or not _only_hydra_files(path, f"{job_name}.log"):
+        return
+    try:
+        # One known file at a time, and rmdir: whatever appeared meanwhile stays, and so does
+        # the directory that holds it.
+        for name in _HYDRA_FILES:
+            (path / ".hydra" / name).unlink(missing_ok=True)
+        (path / f"{job_name}.log").unlink(missing_ok=True)
+        if (path / ".hydra").exists():
+            (path / ".hydra").rmdir()
+        folder = path
+        while True:
+            folder.rmdir()
+            if folder == top:
+                break
+            folder = folder.parent
+    except OSError:
+        pass
+
+
+# Registered on import, as the other resolvers: a launcher's worker resolves the config without
+# running main(). Cached in each config, so one run's name is read the same every time.
+OmegaConf.register_new_resolver("summeval.run_name", _run_name, use_cache=True, replace=True)
