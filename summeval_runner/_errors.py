@@ -6,6 +6,8 @@
     ├── InputError                an input or output payload has a shape that cannot be read
     └── JudgeError                a judge could not give a usable verdict
         ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
+        │   ├── JudgeConnectionError  no connection could be made (refused, DNS, TLS): a run
+        │   │                         pauses its requests and probes until the judge is back
         │   └── JudgeUnavailableError  no call can succeed now: the whole run stops
         │       ├── JudgeAuthError        401/403 or an exhausted quota (the run is aborted)
         │       └── JudgeUnreachableError  no request reached the judge for outage_timeout_s
@@ -76,6 +78,16 @@ class JudgeAPIError(JudgeError):
         self.retry_after_s = retry_after_s
         self.attempts = attempts
         super().__init__(message)
+
+
+class JudgeConnectionError(JudgeAPIError):
+    """No connection to the judge could be made (connection refused, a name that does not
+    resolve, a failed TLS handshake): the request never reached it.
+
+    Transient like any connection error, but a run treats it as a sign of an outage: it holds
+    its other requests and probes until the judge answers again, for up to
+    ``outage_timeout_s``, and then stops with ``JudgeUnreachableError``.
+    """
 
 
 class JudgeUnavailableError(JudgeAPIError):

@@ -3,8 +3,10 @@
 By default it answers each step with a valid reply made from the request (it reads the step from
 the JSON schema's name, or from the system prompt in json_object mode). A test queues what the
 next requests get with ``script``: ``Reply(content)`` for a chosen message content (malformed
-JSON included) or ``Fault(status, ...)`` for an HTTP error. ``FaultMix`` injects faults at
-random, seeded so that a run's outcome does not depend on the order requests arrive in.
+JSON included) or ``Fault(status, ...)`` for an HTTP error, ``BrokenReply(kind)`` for an HTTP 200
+whose body is cut off or is not JSON. ``FaultMix`` injects faults at random, seeded so that a
+run's outcome does not depend on the order requests arrive in. ``go_down()`` and ``come_back()``
+take the server off its port (connections refused) and put it back on the same port.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import hashlib
 import json
 import math
 import random
+import socket
+import sys
 import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,18 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class BrokenReply:
+    """An HTTP 200 with a broken body: ``cut`` promises more bytes (Content-Length) than it sends
+    and closes the connection; ``not_json`` sends an HTML page labelled ``application/json``;
+    ``html`` sends it as ``text/html``, as a proxy's error page comes."""
+
+    kind: Literal["cut", "not_json", "html"]
+
+
+BROKEN_PAGE = b"<html><body>502 Bad Gateway</body></html>"
+
+
+@dataclass(frozen=True)
 class FaultMix:
     """Faults injected at random into the server's answers.
 
@@ -45,7 +61,8 @@ class FaultMix:
     and models mostly correct it). A 429 storm, as a provider's rate limit makes: for the first
     ``storm_s`` seconds of every ``storm_every_s`` (counted from the first request), every request
     is answered 429 with the time left in the storm as ``Retry-After``; no body gets more than
-    two 429s, so the outcome does not depend on timing.
+    two 429s, so the outcome does not depend on timing. ``cut_bodies``: an HTTP 200 whose body
+    is cut off (``BrokenReply("cut")``).
     """
 
     seed: int = 0
@@ -56,6 +73,7 @@ class FaultMix:
     hang_s: float = 3.0
     storm_every_s: float = 0.0
     storm_s: float = 0.0
+    cut_bodies: float = 0.0
 
 
 MALFORMED = '{"alignment": [{"claim": "cut sh'
@@ -123,12 +141,18 @@ class _Server(ThreadingHTTPServer):
     # socketserver's default backlog of 5 resets connections when many clients open at once.
     request_queue_size = 256
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A connection cut by go_down() while its request was answered is the point, not a bug
+        # to print.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class ChatServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
-        self._script: deque[Reply | Fault] = deque()
-        self._always: Fault | None = None
+        self._script: deque[Reply | Fault | BrokenReply] = deque()
+        self._always: Fault | BrokenReply | None = None
         self.mix: FaultMix | None = None
         self.latency_s = 0.0
         self.counts: Counter[str] = Counter()
@@ -142,6 +166,11 @@ class ChatServer:
         self._arrivals = 0
         # TCP connections a client holds open now (kept alive between requests or not).
         self.open_connections = 0
+        self._connections: set[socket.socket] = set()
+        # While the server is down: a socket bound to its port but not listening, so connections
+        # are refused and no other program can take the port before it comes back.
+        self._placeholder: socket.socket | None = None
+        self.downs = 0
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -152,7 +181,13 @@ class ChatServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def script(self, *entries: Reply | Fault) -> None:
+    @property
+    def answered(self) -> int:
+        """Requests the server has answered (or is answering) so far."""
+        with self._lock:
+            return len(self.requests)
+
+    def script(self, *entries: Reply | Fault | BrokenReply) -> None:
         with self._lock:
             self._script.extend(entries)
 
@@ -175,7 +210,7 @@ class ChatServer:
             self._answered_before_hold = None
         self._released.set()
 
-    def fail_every_request(self, fault: Fault | None) -> None:
+    def fail_every_request(self, fault: Fault | BrokenReply | None) -> None:
         with self._lock:
             self._always = fault
 
@@ -185,10 +220,46 @@ class ChatServer:
 
     def stop(self) -> None:
         self._released.set()
+        if self._placeholder is not None:
+            self._placeholder.close()
+            self._placeholder = None
+            return  # down: nothing is serving
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def _draw(self, body: dict[str, Any]) -> Reply | Fault | str | None:
+    def go_down(self) -> None:
+        """Stop serving, as a crashed server does: the listening socket closes (new connections
+        are refused) and every open connection is cut, requests being answered included."""
+        address = self._httpd.server_address
+        self._httpd.shutdown()
+        placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._httpd.server_close()
+        placeholder.bind(address)  # bound, never listening: connections to it are refused
+        self._placeholder = placeholder
+        with self._lock:
+            connections = list(self._connections)
+            self.downs += 1
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def come_back(self) -> None:
+        """Serve again on the same port."""
+        assert self._placeholder is not None, "the server is not down"
+        httpd = _Server(self._httpd.server_address, self._handler_class(), bind_and_activate=False)
+        httpd.daemon_threads = True
+        httpd.server_bind()  # SO_REUSEADDR: the placeholder, not listening, does not block it
+        httpd.server_activate()
+        self._placeholder.close()
+        self._placeholder = None
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    def _draw(self, body: dict[str, Any]) -> Reply | Fault | BrokenReply | str | None:
         """The injected fault for this request under ``mix``: a Reply, a Fault, "hang", "drop"."""
         mix = self.mix
         if mix is None:
@@ -210,6 +281,8 @@ class ChatServer:
             if roll < share:
                 return Fault(500, "The server had an error") if kind == "500" else kind
             roll -= share
+        if roll < mix.cut_bodies:
+            return BrokenReply("cut")
         first_ask = len(body.get("messages", [])) == 2 and step_of(body) != "summarize"
         if first_ask and random.Random(f"{mix.seed}:{digest}:malformed").random() < mix.malformed:
             return Reply(MALFORMED)
@@ -217,15 +290,19 @@ class ChatServer:
 
     def _next(
         self, body: dict[str, Any], record: Recorded
-    ) -> tuple[int, dict[str, Any], dict[str, str]] | str:
+    ) -> tuple[int, dict[str, Any], dict[str, str]] | BrokenReply | str:
         with self._lock:
-            entry = self._always or (self._script.popleft() if self._script else None)
+            entry: Reply | Fault | BrokenReply | str | None = self._always or (
+                self._script.popleft() if self._script else None
+            )
             if entry is None:
                 entry = self._draw(body)
             self.requests.append(record)
             kind = (
                 entry
                 if isinstance(entry, str)
+                else entry.kind
+                if isinstance(entry, BrokenReply)
                 else str(entry.status)
                 if isinstance(entry, Fault)
                 else "malformed"
@@ -233,7 +310,7 @@ class ChatServer:
                 else "ok"
             )
             self.counts[kind] += 1
-        if isinstance(entry, str):
+        if isinstance(entry, str | BrokenReply):
             return entry
         if isinstance(entry, Fault):
             error = {"message": entry.message, "type": "test", "code": entry.code}
@@ -277,6 +354,7 @@ class ChatServer:
                 super().setup()
                 with server._lock:
                     server.open_connections += 1
+                    server._connections.add(self.connection)
 
             def finish(self) -> None:
                 try:
@@ -284,6 +362,7 @@ class ChatServer:
                 finally:
                     with server._lock:
                         server.open_connections -= 1
+                        server._connections.discard(self.connection)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
@@ -312,6 +391,9 @@ class ChatServer:
                     time.sleep(server.mix.hang_s if server.mix else 3.0)
                     self.close_connection = True
                     return
+                if isinstance(answer, BrokenReply):
+                    self.send_broken(answer)
+                    return
                 assert not isinstance(answer, str)
                 status, payload, headers = answer
                 data = json.dumps(payload).encode()
@@ -324,6 +406,21 @@ class ChatServer:
                 # The client may have given up on this request (a timeout) and closed the link.
                 with contextlib.suppress(OSError):
                     self.wfile.write(data)
+
+            def send_broken(self, answer: BrokenReply) -> None:
+                self.close_connection = True
+                page = BROKEN_PAGE
+                if answer.kind == "cut":
+                    page = b'{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{'
+                self.send_response(200)
+                kind = "text/html" if answer.kind == "html" else "application/json"
+                self.send_header("Content-Type", kind)
+                # A cut body promises more than it sends: the link closes before the end.
+                promised = len(page) + (500 if answer.kind == "cut" else 0)
+                self.send_header("Content-Length", str(promised))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(page)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -60,6 +60,7 @@ class RunnerConfig:
     judge_rpm: float | None = _RUN.judge_rpm
     request_timeout_s: float | None = _RUN.request_timeout_s
     item_timeout_s: float | None = _RUN.item_timeout_s
+    outage_timeout_s: float = _RUN.outage_timeout_s
     retry: RetryConfig = field(default_factory=RetryConfig)
     cache: str = _RUN.cache
     cache_path: str | None = None

@@ -7,6 +7,8 @@ import json
 import math
 import os
 import re
+import socket
+import ssl
 import time
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
+import aiohttp
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -21,6 +24,7 @@ from summeval_runner._errors import (
     ConfigError,
     JudgeAPIError,
     JudgeAuthError,
+    JudgeConnectionError,
     JudgeInputTooLargeError,
     MissingAPIKeyError,
 )
@@ -125,7 +129,8 @@ class OpenAIChat:
     async def complete(self, params: dict[str, Any]) -> tuple[str, TokenUsage]:
         """One Chat Completions call; the reply's text and its token usage.
 
-        SDK errors are translated into this package's exception tree here.
+        SDK errors are translated into this package's exception tree here. A reply that is not
+        JSON (a proxy's HTML page, an empty body) is a ``JudgeAPIError``, transient like a 5xx.
         """
         client = await self._client()
         try:
@@ -138,7 +143,16 @@ class OpenAIChat:
                 "/chat/completions", content=json.dumps(params).encode(), cast_to=object
             )
         except openai.APIError as error:
-            raise _translate(error, str(client.base_url)) from error
+            raise _translate(error, self.base_url) from error
+        except json.JSONDecodeError as error:
+            # A body sent as JSON that does not parse: the SDK lets the decoder's error out.
+            raise _not_json(self.base_url, error.doc) from error
+        if isinstance(completion, str):
+            # The SDK hands back the text of a body whose Content-Type is not JSON.
+            try:
+                completion = json.loads(completion)
+            except ValueError:
+                raise _not_json(self.base_url, completion) from None
         return _reply_of(completion)
 
 
@@ -344,12 +358,90 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
 _CONTEXT_EXCEEDED = re.compile(r"context length|context_length|too many tokens|too long", re.I)
 
 
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what caused it, outermost first (``__cause__``, else ``__context__``)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+_SSL_NOISE = re.compile(r"^\[SSL: [A-Z0-9_]+\] | \(_ssl\.c:\d+\)$")
+
+
+def _tls_reason(error: ssl.SSLError) -> str:
+    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
+        return f"certificate verify failed: {error.verify_message}"
+    text = error.args[1] if len(error.args) > 1 and isinstance(error.args[1], str) else str(error)
+    return _SSL_NOISE.sub("", text) or type(error).__name__
+
+
+def _why_no_connection(causes: list[BaseException]) -> str | None:
+    """Why no connection could be made, from an SDK error's causes; ``None`` when one was (the
+    failure came after the server accepted it: a dropped link, a slow reply, a cut body).
+
+    The SDK's aiohttp transport reports a refused connection as a timeout (``APITimeoutError``
+    over ``ConnectTimeout``): only the causes underneath tell what happened.
+    """
+    # The innermost of each kind is the one that names the cause (aiohttp's connector errors
+    # wrap the operating system's and the ssl module's).
+    inner_first = causes[::-1]
+    for cause in inner_first:
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed: {_tls_reason(cause)}"
+    for cause in inner_first:
+        if isinstance(cause, socket.gaierror | aiohttp.ClientConnectorDNSError):
+            return "name not resolved"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+    for cause in inner_first:
+        if isinstance(cause, aiohttp.ClientConnectorError):
+            reason = cause.os_error.strerror or str(cause.os_error) or type(cause.os_error).__name__
+            return reason[:1].lower() + reason[1:]
+        if isinstance(cause, aiohttp.ConnectionTimeoutError):
+            return "no connection within the timeout"
+    return None
+
+
+def _detail(causes: list[BaseException]) -> str:
+    """The innermost cause's own words, for a message."""
+    inner = causes[-1]
+    text = getattr(inner, "message", None) or str(inner)
+    return str(text).strip() or type(inner).__name__
+
+
+def _connection_error(error: openai.APIConnectionError, base_url: str) -> JudgeAPIError:
+    """A request that got no usable HTTP reply, named for what happened to it."""
+    causes = _causes(error)
+    why = _why_no_connection(causes)
+    if why is not None:
+        return JudgeConnectionError(f"could not connect to {base_url} ({why})")
+    if any(isinstance(cause, aiohttp.ClientPayloadError) for cause in causes):
+        return JudgeAPIError(
+            f"the judge's reply from {base_url} was cut off before its end: {_detail(causes)}"
+        )
+    if any(isinstance(cause, aiohttp.ServerDisconnectedError) for cause in causes):
+        return JudgeAPIError(f"the judge at {base_url} closed the connection without a reply")
+    if isinstance(error, openai.APITimeoutError):
+        return JudgeAPIError(f"the judge at {base_url} did not answer in time")
+    return JudgeAPIError(f"the connection to the judge at {base_url} failed: {_detail(causes)}")
+
+
+def _not_json(base_url: str, body: str) -> JudgeAPIError:
+    """An HTTP 200 whose body is not JSON; retried, since a proxy or a restarting server sends
+    such pages for a moment."""
+    if not body.strip():
+        return JudgeAPIError(f"the judge's reply from {base_url} was not JSON: the body was empty")
+    start = body.strip()[:80]
+    return JudgeAPIError(f"the judge's reply from {base_url} was not JSON: it began {start!r}")
+
+
 def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError | JudgeInputTooLargeError:
     """Map an SDK error onto this package's exception tree, keeping the status code."""
-    if isinstance(error, openai.APITimeoutError):
-        return JudgeAPIError(f"the judge at {base_url} did not answer in time: {error}")
     if isinstance(error, openai.APIConnectionError):
-        return JudgeAPIError(f"could not connect to the judge at {base_url}: {error}")
+        return _connection_error(error, base_url)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):

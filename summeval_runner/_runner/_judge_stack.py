@@ -3,9 +3,11 @@
 ``run_evals`` gives every scorer that takes a judge (``judge`` and ``with_judge``, as the
 summarization scorer has) the same judge wrapped in this run's machinery: the response cache
 outside (a hit costs no request slot), then ``LimitedJudge`` (requests in flight, rate, retries,
-adaptive slow-down on 429s, request timeout). A judge that retries on its own (the OpenAI
-provider's SDK) is first replaced by a copy that does not (``without_retries()``), owned and
-closed by the run. Scorers that share one judge share one set of limits.
+adaptive slow-down on 429s, request timeout, and the outage watch that stops the run with
+``JudgeUnreachableError`` when the judge cannot be reached for ``outage_timeout_s``). A judge
+that retries on its own (the OpenAI provider's SDK) is first replaced by a copy that does not
+(``without_retries()``), owned and closed by the run. Scorers that share one judge share one
+set of limits.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class JudgeStack:
             requests_per_minute=options.judge_rpm,
             retry=options.retry,
             request_timeout_s=options.request_timeout_s,
+            outage_timeout_s=options.outage_timeout_s,
         )
         wrapped: Judge = limited
         identity = cache_identity(judge)

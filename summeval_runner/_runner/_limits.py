@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import random
 import time
 from dataclasses import replace
 
 from asyncio_throttle.throttler import Throttler
 
-from summeval_runner._errors import JudgeAPIError
+from summeval_runner._errors import JudgeAPIError, JudgeConnectionError, JudgeUnreachableError
 from summeval_runner._judges._protocol import Judge, JudgeReply, JudgeRequest, judge_name
 from summeval_runner._runner._retry import RetryPolicy
 
@@ -27,6 +28,11 @@ _MIN_RATE_SHARE = 0.1
 _CUT_INTERVAL_S = 1.0
 # A cut this long after the last one starts a new episode: its level sets the recovery target.
 _EPISODE_S = 30.0
+# The longest wait between two probes of an unreachable judge: a judge that comes back is
+# found within this, whatever the retry policy's max_delay_s.
+_PROBE_MAX_DELAY_S = 2.0
+
+logger = logging.getLogger("summeval_runner")
 
 
 def pacing(requests_per_minute: float) -> tuple[int, float]:
@@ -92,13 +98,19 @@ class AdaptiveSlots:
                 waiter.set_result(None)
 
 
+class _NotSent(Exception):
+    """The judge became unreachable while a request waited for its slot: it was not sent, and
+    goes back to wait for the judge."""
+
+
 class LimitedJudge:
-    """A judge wrapped with the run's limits, retry policy and adaptive pacing.
+    """A judge wrapped with the run's limits, retry policy, adaptive pacing and outage watch.
 
     Objects, not globals: each run builds its own, so parallel runs in one process (a Hydra
     launcher reusing workers) never share a limit by accident. ``requests_sent`` counts
-    requests sent to the wrapped judge (retries included), ``retries`` the retries among them
-    and ``throttled`` the 429s received.
+    requests sent to the wrapped judge (retries and probes included), ``retries`` the retries
+    among them, ``probes`` the requests sent while the judge could not be reached, and
+    ``throttled`` the 429s received.
     """
 
     def __init__(
@@ -109,15 +121,31 @@ class LimitedJudge:
         requests_per_minute: float | None = None,
         retry: RetryPolicy | None = None,
         request_timeout_s: float | None = None,
+        outage_timeout_s: float = 60.0,
         seed: int | None = None,
     ) -> None:
         self.judge = judge
         self.name = judge_name(judge)
         self.retry = retry or RetryPolicy(max_attempts=1)
         self.request_timeout_s = request_timeout_s
+        self.outage_timeout_s = outage_timeout_s
         self.requests_sent = 0
         self.retries = 0
+        self.probes = 0
         self.throttled = 0
+        # The outage watch. `_unanswered_since`: since when no request has succeeded, once a
+        # connection failed (None while none has failed since the last success).
+        self._first_sent: float | None = None
+        self._succeeded = False
+        self._unanswered_since: float | None = None
+        # Requests are held while the judge cannot be reached; one of them probes.
+        self._paused = False
+        self._probing = False
+        self._outage_probes = 0
+        # The message of JudgeUnreachableError, once the judge is declared unreachable.
+        self._unreachable: str | None = None
+        # Set, and replaced, whenever the watch changes: held requests wake and look again.
+        self._changed = asyncio.Event()
         self._slots = AdaptiveSlots(max_in_flight)
         self._successes = 0
         self._last_cut = -_EPISODE_S
@@ -152,6 +180,8 @@ class LimitedJudge:
     def describe(self) -> str:
         """Figures for the progress display: rate, retries, 429s and the current limits."""
         figures = f"{self.requests_per_second():.1f} req/s, retries {self.retries}"
+        if self._paused:
+            figures += ", judge unreachable: probing"
         if self.throttled:
             figures += f", 429s {self.throttled}"
         limit = f"limit {self._slots.limit}"
@@ -201,7 +231,82 @@ class LimitedJudge:
             if self._throttler is not None:
                 self._set_rate(self._rate_share / 2)
 
-    async def _send(self, request: JudgeRequest) -> JudgeReply:
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _unreachable_error(self) -> JudgeUnreachableError:
+        assert self._unreachable is not None
+        return JudgeUnreachableError(self._unreachable)
+
+    async def _turn(self) -> bool:
+        """Wait while the judge cannot be reached and another request probes it. True when
+        this request is to go out as the probe; raises once the judge is declared unreachable."""
+        while True:
+            if self._unreachable is not None:
+                raise self._unreachable_error()
+            if not self._paused:
+                return False
+            if not self._probing:
+                self._probing = True
+                return True
+            await self._changed.wait()
+
+    async def _before_probe(self) -> None:
+        """The probe's backoff: exponential from the policy's base delay, capped at a few
+        seconds, and never past the moment the outage would be declared."""
+        assert self._unanswered_since is not None
+        ceiling = min(_PROBE_MAX_DELAY_S, self.retry.max_delay_s)
+        delay = min(ceiling, self.retry.base_delay_s * 2**self._outage_probes)
+        left = self._unanswered_since + self.outage_timeout_s - time.monotonic()
+        self._outage_probes += 1
+        await asyncio.sleep(max(0.0, min(delay, left)))
+
+    def _lost(self, error: JudgeConnectionError, *, probe: bool) -> None:
+        """A request could not connect: hold the others, and give up past outage_timeout_s."""
+        now = time.monotonic()
+        if self._unanswered_since is None:
+            # With no success yet, the judge has been unanswered since the run's first request.
+            first = self._first_sent if self._first_sent is not None else now
+            self._unanswered_since = now if self._succeeded else first
+        if not self._paused:
+            self._paused = True
+            self._outage_probes = 0
+            logger.warning(
+                "judge %s: %s; requests are held while one probes it, for up to "
+                "outage_timeout_s (%g s) without a success",
+                self.name,
+                error,
+                self.outage_timeout_s,
+            )
+        elif probe:
+            logger.debug("probe %d of judge %s failed: %s", self._outage_probes, self.name, error)
+        unanswered_s = now - self._unanswered_since
+        if unanswered_s >= self.outage_timeout_s and self._unreachable is None:
+            self._unreachable = (
+                f"{error}; no judge request has succeeded for {unanswered_s:.1f} s "
+                f"(outage_timeout_s is {self.outage_timeout_s:g} s), so the run stops; resume "
+                "it once the judge answers again"
+            )
+            self._notify()
+
+    def _reached(self, *, succeeded: bool) -> None:
+        """The judge answered (a reply, or an HTTP error): held requests may go again."""
+        if succeeded:
+            self._succeeded = True
+            self._unanswered_since = None
+        if self._paused:
+            self._paused = False
+            logger.info("judge %s answers again; held requests resume", self.name)
+            self._notify()
+
+    async def _send(self, request: JudgeRequest, *, retry: bool, probe: bool) -> JudgeReply:
+        """One request within the limits. Every request to the judge goes out here, and every
+        reply or error comes back here: the one place where traffic is counted and watched.
+
+        Raises ``_NotSent`` when the judge became unreachable while the request waited for
+        its turn (a probe goes regardless).
+        """
         await self._slots.acquire()
         try:
             while (hold := self._hold_until - time.monotonic()) > 0:
@@ -211,40 +316,82 @@ class LimitedJudge:
                 # wait their turn on the lock without waking, instead of dozens polling at once.
                 async with self._throttle_turn:
                     await self._throttler.acquire()  # type: ignore[no-untyped-call]
+            if self._unreachable is not None or (self._paused and not probe):
+                raise _NotSent
             self.requests_sent += 1
-            if self.request_timeout_s is None:
-                return await self.judge.complete(request)
+            if retry:
+                self.retries += 1
+            if probe:
+                self.probes += 1
+            if self._first_sent is None:
+                self._first_sent = time.monotonic()
             try:
-                return await asyncio.wait_for(
-                    self.judge.complete(request), timeout=self.request_timeout_s
-                )
-            except asyncio.TimeoutError:
-                raise JudgeAPIError(
-                    f"the judge gave no reply within request_timeout_s "
-                    f"({self.request_timeout_s:g} s)"
-                ) from None
+                reply = await self._call(request)
+            except JudgeConnectionError as error:
+                self._lost(error, probe=probe)
+                if self._unreachable is not None:
+                    raise self._unreachable_error() from error
+                raise
+            except JudgeAPIError:
+                self._reached(succeeded=False)
+                raise
+            self._reached(succeeded=True)
+            return reply
         finally:
             self._slots.release()
 
+    async def _call(self, request: JudgeRequest) -> JudgeReply:
+        if self.request_timeout_s is None:
+            return await self.judge.complete(request)
+        try:
+            return await asyncio.wait_for(
+                self.judge.complete(request), timeout=self.request_timeout_s
+            )
+        except asyncio.TimeoutError:
+            raise JudgeAPIError(
+                f"the judge gave no reply within request_timeout_s ({self.request_timeout_s:g} s)"
+            ) from None
+
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        attempt = 1
+        attempt = 1  # tries that reached the judge: what max_attempts bounds
+        sent = 0
         while True:
             try:
-                reply = await self._send(request)
+                probe = await self._turn()
+            except JudgeUnreachableError as error:
+                error.attempts = sent
+                raise
+            wait_s = 0.0
+            try:
+                if probe:
+                    await self._before_probe()
+                reply = await self._send(request, retry=sent > 0, probe=probe)
+            except _NotSent:
+                continue
+            except JudgeConnectionError:
+                # Not an attempt: the request never reached the judge. It waits until the judge
+                # answers again (outage_timeout_s bounds that), then goes again.
+                sent += 1
+                continue
             except JudgeAPIError as error:
+                sent += 1
                 retryable = self.retry.is_retryable(error)
                 wait_s = self.retry.delay_s(attempt, error, self._rng) if retryable else 0.0
                 if error.status_code == 429:
                     self._on_throttled(wait_s)
                 if not retryable or attempt >= self.retry.max_attempts:
-                    error.attempts = attempt
+                    error.attempts = sent
                     raise
-                self.retries += 1
                 attempt += 1
-                await asyncio.sleep(wait_s)
-                continue
-            self._on_success()
-            return reply if attempt == 1 else replace(reply, retries=attempt - 1)
+            else:
+                self._on_success()
+                # Its retries: every send of this request before the one that succeeded.
+                return reply if sent == 0 else replace(reply, retries=sent)
+            finally:
+                if probe:
+                    self._probing = False
+                    self._notify()  # another held request probes if this one is done
+            await asyncio.sleep(wait_s)
 
     async def aclose(self) -> None:
         close = getattr(self.judge, "aclose", None)

@@ -36,6 +36,9 @@ class RunOptions:
       429s like the bound above.
     - ``request_timeout_s``: seconds for one judge request, then it is retried; ``item_timeout_s``:
       seconds for one item (agent and judge calls), then it is an error. ``None``: no limit.
+    - ``outage_timeout_s``: when the judge cannot be connected to (connection refused, DNS or
+      TLS failure), requests are held while one probes it; once no request has succeeded for
+      this many seconds, the run stops as interrupted (``JudgeUnreachableError``), resumable.
     - ``retry``: the retry policy of judge requests (a ``RetryPolicy`` or a mapping of its fields).
     - ``cache``: the judge response cache, ``off``, ``read``, ``write`` or ``readwrite``, in
       ``cache_path`` (``None``: ``$SUMMEVAL_CACHE_DIR``, else ``~/.cache/summeval_runner/``).
@@ -60,6 +63,7 @@ class RunOptions:
     judge_rpm: float | None = None
     request_timeout_s: float | None = 120.0
     item_timeout_s: float | None = 900.0
+    outage_timeout_s: float = 60.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cache: CacheMode = "readwrite"
     cache_path: Path | None = None
@@ -82,6 +86,8 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and not _positive(value):
                 raise ConfigError(f"{name} must be > 0, or None (null) for no limit; got {value!r}")
+        if not _positive(self.outage_timeout_s):
+            raise ConfigError(f"outage_timeout_s must be > 0, got {self.outage_timeout_s!r}")
         if not _number(self.shutdown_grace_s) or self.shutdown_grace_s < 0:
             raise ConfigError(f"shutdown_grace_s must be >= 0, got {self.shutdown_grace_s!r}")
         rate = self.max_error_rate

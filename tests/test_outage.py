@@ -1,0 +1,370 @@
+"""A judge that cannot be reached: a dead one stops the run, a short outage costs no item, and a
+broken HTTP 200 is retried.
+
+The judge is the real ``openai`` SDK against a real socket: a port bound but not listening
+(every connection refused), or the loopback server taken down and brought back on its port.
+Nothing waits on the clock: the server goes down after a count of answers and comes back once
+the client has logged a failed probe; the dead judge is bounded in requests, not in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from summeval_runner import (
+    ConfigError,
+    FakeJudge,
+    JudgeUnreachableError,
+    create_summarization_scorer,
+    run_evals,
+)
+from summeval_runner._errors import JudgeConnectionError
+from summeval_runner._io._manifest import read_manifest
+from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsage
+from summeval_runner._runner._limits import LimitedJudge
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._retry import RetryPolicy
+from tests.app import ENV, run_app, table
+from tests.chat_server import BrokenReply, ChatServer
+from tests.documents import write_dataset
+
+pytestmark = pytest.mark.usefixtures("no_openai_env")
+
+DATA = [
+    {
+        "id": f"d{i}",
+        "input": f"Document {i} says the harbour opened in spring. It cost {i} million.",
+        "output": f"The harbour opened in spring ({i}).",
+    }
+    for i in range(12)
+]
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port on which every connection is refused: bound (so no one else takes it for the
+    length of the test), never listening."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
+
+
+def openai_scorer(base_url: str) -> Any:
+    # No key needed: the server is ours. SDK retries are turned off by the run itself.
+    return create_summarization_scorer(
+        {"provider": "openai", "name": "judge-model", "base_url": base_url, "api_key_env": None}
+    )
+
+
+# --- a dead judge ------------------------------------------------------------------------------
+
+
+def test_a_dead_judge_stops_the_run_early_and_says_why(tmp_path: Path, refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}/v1"
+    run_dir = tmp_path / "run"
+
+    with pytest.raises(JudgeUnreachableError) as raised:
+        asyncio.run(
+            run_evals(
+                scorers=[openai_scorer(url)],
+                data=DATA,
+                output_dir=run_dir,
+                outage_timeout_s=0.5,
+                max_items_in_flight=4,
+                cache="off",
+            )
+        )
+
+    cause = f"could not connect to {url} (connection refused)"
+    assert cause in str(raised.value)
+    assert "did not answer in time" not in str(raised.value)
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "interrupted"  # resumable once the judge is back
+    assert manifest.stopped_because is not None
+    assert cause in manifest.stopped_because
+    assert manifest.counts is not None
+    assert (manifest.counts.total, manifest.counts.errors) == (0, 0)
+    assert manifest.unfinished == len(DATA)  # unfinished, never errored
+    assert manifest.judge is not None
+    # The four items in flight asked once each, then a probe or two until outage_timeout_s;
+    # retrying every item max_attempts (6) times would have sent 72 requests.
+    assert manifest.judge.requests <= 4 + 2
+
+
+def test_the_app_stops_on_a_dead_judge_and_says_why(tmp_path: Path, refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}/v1"
+    dataset = write_dataset(tmp_path / "docs.jsonl", 12)
+    run_dir = tmp_path / "run"
+
+    completed = run_app(
+        run_dir,
+        "model=openai",
+        f"model.base_url={url}",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        "runner.max_items_in_flight=4",
+        "runner.outage_timeout_s=0.5",
+        env=ENV,
+    )
+
+    # Not a success; the exit code itself (1, as for a refused key) is the app's to set.
+    assert completed.returncode != 0
+    cause = f"could not connect to {url} (connection refused)"
+    assert cause in completed.stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+    assert manifest["status"] == "interrupted"
+    assert cause in manifest["stopped_because"]
+    assert manifest["unfinished"] == 12
+    assert manifest["counts"]["errors"] == 0
+    assert manifest["judge"]["requests"] <= 4 + 2
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://no-such-host.invalid/v1", "(name not resolved)"),
+        ("https://{server}/v1", "(TLS handshake failed: wrong version number)"),
+    ],
+)
+def test_a_connection_failure_names_its_cause(
+    chat_server: ChatServer, url: str, reason: str
+) -> None:
+    # https:// to a plain HTTP server: the TLS handshake gets an HTTP answer.
+    url = url.format(server=chat_server.base_url.removeprefix("http://").removesuffix("/v1"))
+
+    result = openai_scorer(url).run_sync(input=DATA[0]["input"], output=DATA[0]["output"])
+
+    assert result.status == "error"
+    assert result.error.type == "JudgeConnectionError"
+    assert result.error.message == f"could not connect to {url} {reason}"
+
+
+def test_outage_timeout_s_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^outage_timeout_s must be > 0, got 0$"):
+        RunOptions(outage_timeout_s=0)
+
+    completed = run_app(tmp_path / "run", "runner.outage_timeout_s=-1")
+
+    assert completed.returncode == 2
+    assert "outage_timeout_s must be > 0, got -1" in completed.stderr
+
+
+# --- a short outage ----------------------------------------------------------------------------
+
+
+class _Probes(logging.Handler):
+    """Sets ``failed`` once the runner logs a failed probe of an unreachable judge."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.failed = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("probe "):
+            self.failed.set()
+
+
+@pytest.fixture
+def probes() -> Iterator[_Probes]:
+    logger = logging.getLogger("summeval_runner")
+    handler, level = _Probes(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    # The deadline only turns a hung run into a failure; the condition comes by construction.
+    deadline = time.monotonic() + 60
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.01)
+
+
+def test_a_short_outage_mid_run_costs_retries_but_no_errored_item(
+    chat_server: ChatServer, probes: _Probes
+) -> None:
+    problems: list[BaseException] = []
+
+    def outage() -> None:
+        try:
+            wait_until(lambda: chat_server.answered >= 9, "nine requests answered")
+            chat_server.go_down()
+            # Back only once the client has shown it holds its requests and probes.
+            wait_until(probes.failed.is_set, "a failed probe")
+        except BaseException as error:
+            problems.append(error)
+        finally:
+            chat_server.come_back()
+
+    thread = threading.Thread(target=outage, daemon=True)
+    thread.start()
+    result = asyncio.run(
+        run_evals(
+            scorers=[openai_scorer(chat_server.base_url)],
+            data=DATA,
+            max_items_in_flight=4,
+            # Never reached here: the outage lasts as long as the test makes it.
+            outage_timeout_s=600,
+            retry={"base_delay_s": 0.01, "max_delay_s": 0.05},
+            cache="off",
+        )
+    )
+    thread.join()
+
+    assert problems == []
+    assert chat_server.downs == 1
+    assert (result.counts.scored, result.counts.errors, result.unfinished) == (len(DATA), 0, 0)
+    assert result.passed
+    assert result.judge_traffic.retries > 0
+    assert result.judge_traffic.requests == len(DATA) * 3 + result.judge_traffic.retries
+
+
+class Outage:
+    """A judge that cannot be connected to for its first ``down_for`` calls, then answers."""
+
+    def __init__(self, down_for: int) -> None:
+        self.down_for = down_for
+        self.calls = 0
+        self.name = "outage"
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        self.calls += 1
+        await asyncio.sleep(0)  # every request in flight goes out before the first fails
+        if self.calls <= self.down_for:
+            raise JudgeConnectionError("could not connect to http://judge/v1 (connection refused)")
+        return JudgeReply(content="{}", usage=TokenUsage())
+
+
+def request() -> JudgeRequest:
+    judge = FakeJudge(preprocess={"alignment": [], "questions": []}, analyze={"coverage": []})
+    create_summarization_scorer(judge).run_sync(input="Source.", output="Summary.")
+    return judge.requests[0]
+
+
+def test_requests_held_in_an_outage_are_not_sent_and_spend_no_attempt() -> None:
+    # Eight requests go out and fail; one probes three times more in vain; the fourth probe gets
+    # through and the seven held requests follow. With one attempt each, none fails.
+    judge = Outage(down_for=8 + 3)
+    asked = request()
+    limited = LimitedJudge(
+        judge,
+        max_in_flight=8,
+        retry=RetryPolicy(max_attempts=1, base_delay_s=0.0, max_delay_s=0.0),
+        outage_timeout_s=600,
+    )
+
+    async def main() -> list[JudgeReply]:
+        return await asyncio.gather(*(limited.complete(asked) for _ in range(8)))
+
+    replies = asyncio.run(main())
+
+    assert len(replies) == 8
+    assert judge.calls == 8 + 3 + 1 + 7
+    assert limited.probes == 4
+    assert limited.retries == sum(reply.retries for reply in replies) == 8 + 3
+    assert limited.requests_sent == judge.calls
+
+
+def test_a_judge_down_for_outage_timeout_s_is_declared_unreachable() -> None:
+    judge = Outage(down_for=10**9)
+    asked = request()
+    # A probe waits base_delay_s, never past the timeout: one probe, two if the clock is coarse.
+    limited = LimitedJudge(
+        judge,
+        max_in_flight=8,
+        retry=RetryPolicy(max_attempts=6, base_delay_s=5.0, max_delay_s=5.0),
+        outage_timeout_s=0.05,
+    )
+
+    async def main() -> list[JudgeReply | BaseException]:
+        return await asyncio.gather(
+            *(limited.complete(asked) for _ in range(8)), return_exceptions=True
+        )
+
+    outcomes = asyncio.run(main())
+
+    assert all(isinstance(outcome, JudgeUnreachableError) for outcome in outcomes)
+    message = str(outcomes[0])
+    assert message.startswith("could not connect to http://judge/v1 (connection refused); ")
+    assert "outage_timeout_s is 0.05 s" in message
+    assert judge.calls <= 8 + 2
+    # Once declared, no request goes out.
+    with pytest.raises(JudgeUnreachableError):
+        asyncio.run(limited.complete(asked))
+    assert limited.requests_sent == judge.calls
+
+
+# --- a broken HTTP 200 -------------------------------------------------------------------------
+
+BROKEN = {"cut": "was cut off", "not_json": "was not JSON", "html": "was not JSON"}
+FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
+
+
+def broken_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
+    return (
+        "model=openai",
+        f"model.base_url={server.base_url}",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        "runner.cache=off",
+        *FAST_RETRIES,
+        *overrides,
+    )
+
+
+@pytest.mark.parametrize("kind", list(BROKEN))
+def test_a_broken_200_body_is_retried_and_the_item_scored(
+    tmp_path: Path, chat_server: ChatServer, kind: Any
+) -> None:
+    chat_server.script(BrokenReply(kind))
+    dataset = write_dataset(tmp_path / "docs.jsonl", 1)
+
+    completed = run_app(tmp_path / "run", *broken_run(chat_server, dataset), env=ENV)
+
+    assert completed.returncode == 0, completed.stderr
+    items = table(tmp_path / "run", "items")
+    assert items["status"].tolist() == ["scored"]
+    assert items["judge_retries"].tolist() == [1]  # retried, not re-asked as a bad verdict
+    assert chat_server.counts[kind] == 1
+    assert len(chat_server.requests) == 4
+
+
+@pytest.mark.parametrize("kind", list(BROKEN))
+def test_a_200_broken_on_every_attempt_is_an_error_that_says_so(
+    tmp_path: Path, chat_server: ChatServer, kind: Any
+) -> None:
+    chat_server.fail_every_request(BrokenReply(kind))
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    completed = run_app(
+        tmp_path / "run",
+        *broken_run(chat_server, dataset, "runner.retry.max_attempts=3"),
+        env=ENV,
+    )
+
+    assert completed.returncode == 1, completed.stderr
+    items = table(tmp_path / "run", "items")
+    assert items["status"].tolist() == ["error", "error"]
+    assert items["error_type"].tolist() == ["JudgeAPIError"] * 2
+    assert items["error_step"].tolist() == ["preprocess"] * 2
+    assert items["error_attempts"].tolist() == [3, 3]
+    assert items["error_message"].str.contains(f"the judge's reply from .* {BROKEN[kind]}").all()
+    assert len(chat_server.requests) == 6
