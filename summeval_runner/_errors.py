@@ -4,6 +4,7 @@
     ├── ConfigError               an option or setting breaks a rule (also a ValueError)
     │   └── MissingAPIKeyError    the judge's key variable is unset; raised before any call
     ├── InputError                an input or output payload has a shape that cannot be read
+    ├── RunRecordError            a finished item, the tables or the manifest could not be written
     └── JudgeError                a judge could not give a usable verdict
         ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
         │   ├── JudgeConnectionError  no connection could be made (refused, DNS, TLS): a run

@@ -118,10 +118,11 @@ def test_the_app_stops_on_a_dead_judge_and_says_why(tmp_path: Path, refused_port
         env=ENV,
     )
 
-    # Not a success; the exit code itself (1, as for a refused key) is the app's to set.
-    assert completed.returncode != 0
+    assert completed.returncode == 1, completed.stderr
     cause = f"could not connect to {url} (connection refused)"
     assert cause in completed.stderr
+    assert "12 of 12 items unfinished" in completed.stderr
+    assert f"runner.resume={run_dir}" in completed.stderr
     manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
     assert manifest["status"] == "interrupted"
     assert cause in manifest["stopped_because"]

@@ -71,6 +71,7 @@ PUBLIC = {
     "JudgeError",
     "JudgeAPIError",
     "JudgeAuthError",
+    "JudgeConnectionError",
     "JudgeUnavailableError",
     "JudgeUnreachableError",
     "JudgeOutputError",
