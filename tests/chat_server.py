@@ -127,6 +127,9 @@ class _Server(ThreadingHTTPServer):
 class ChatServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        # The token usage each answered request was sent: index in ``requests`` -> (prompt,
+        # completion).
+        self.usage: dict[int, tuple[int, int]] = {}
         self._script: deque[Reply | Fault] = deque()
         self._always: Fault | None = None
         self.mix: FaultMix | None = None
@@ -222,6 +225,7 @@ class ChatServer:
             entry = self._always or (self._script.popleft() if self._script else None)
             if entry is None:
                 entry = self._draw(body)
+            index = len(self.requests)
             self.requests.append(record)
             kind = (
                 entry
@@ -244,6 +248,9 @@ class ChatServer:
             content = SUMMARY_REPLY
         else:
             content = json.dumps(valid_content(body))
+        usage = (len(json.dumps(body["messages"])) // 4, len(content) // 4)
+        with self._lock:
+            self.usage[index] = usage
         completion = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -256,11 +263,7 @@ class ChatServer:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {
-                "prompt_tokens": len(json.dumps(body["messages"])) // 4,
-                "completion_tokens": len(content) // 4,
-                "total_tokens": 0,
-            },
+            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": 0},
         }
         return 200, completion, {}
 

@@ -13,6 +13,7 @@ import asyncio
 import collections
 import random
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from asyncio_throttle.throttler import Throttler
@@ -98,7 +99,10 @@ class LimitedJudge:
     Objects, not globals: each run builds its own, so parallel runs in one process (a Hydra
     launcher reusing workers) never share a limit by accident. ``requests_sent`` counts
     requests sent to the wrapped judge (retries included), ``retries`` the retries among them
-    and ``throttled`` the 429s received.
+    and ``throttled`` the 429s received. ``on_traffic``, when given, hears of each as it
+    happens (``{"requests": 1}`` before a request goes out, ``{"retries": 1}``,
+    ``{"throttled_429": 1}``, and a reply's ``input_tokens`` and ``output_tokens``): the run
+    journals them, so a killed process has counted them.
     """
 
     def __init__(
@@ -110,8 +114,10 @@ class LimitedJudge:
         retry: RetryPolicy | None = None,
         request_timeout_s: float | None = None,
         seed: int | None = None,
+        on_traffic: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
         self.judge = judge
+        self._on_traffic = on_traffic
         self.name = judge_name(judge)
         self.retry = retry or RetryPolicy(max_attempts=1)
         self.request_timeout_s = request_timeout_s
@@ -185,8 +191,13 @@ class LimitedJudge:
                     min(2 * share, self._fast_share) if share < self._fast_share else share + 0.05
                 )
 
+    def _count(self, **counts: int) -> None:
+        if self._on_traffic is not None:
+            self._on_traffic(counts)
+
     def _on_throttled(self, wait_s: float) -> None:
         self.throttled += 1
+        self._count(throttled_429=1)
         now = time.monotonic()
         # Nothing new goes out before the server's wait is over.
         self._hold_until = max(self._hold_until, now + wait_s)
@@ -212,17 +223,23 @@ class LimitedJudge:
                 async with self._throttle_turn:
                     await self._throttler.acquire()  # type: ignore[no-untyped-call]
             self.requests_sent += 1
+            self._count(requests=1)
             if self.request_timeout_s is None:
-                return await self.judge.complete(request)
-            try:
-                return await asyncio.wait_for(
-                    self.judge.complete(request), timeout=self.request_timeout_s
-                )
-            except asyncio.TimeoutError:
-                raise JudgeAPIError(
-                    f"the judge gave no reply within request_timeout_s "
-                    f"({self.request_timeout_s:g} s)"
-                ) from None
+                reply = await self.judge.complete(request)
+            else:
+                try:
+                    reply = await asyncio.wait_for(
+                        self.judge.complete(request), timeout=self.request_timeout_s
+                    )
+                except asyncio.TimeoutError:
+                    raise JudgeAPIError(
+                        f"the judge gave no reply within request_timeout_s "
+                        f"({self.request_timeout_s:g} s)"
+                    ) from None
+            usage = reply.usage
+            if usage.input_tokens or usage.output_tokens:
+                self._count(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+            return reply
         finally:
             self._slots.release()
 
@@ -240,6 +257,7 @@ class LimitedJudge:
                     error.attempts = attempt
                     raise
                 self.retries += 1
+                self._count(retries=1)
                 attempt += 1
                 await asyncio.sleep(wait_s)
                 continue
