@@ -151,6 +151,9 @@ class _Server(ThreadingHTTPServer):
 class ChatServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        # The token usage each answered request was sent: index in ``requests`` -> (prompt,
+        # completion).
+        self.usage: dict[int, tuple[int, int]] = {}
         self._script: deque[Reply | Fault | BrokenReply] = deque()
         self._always: Fault | BrokenReply | None = None
         self.mix: FaultMix | None = None
@@ -297,6 +300,7 @@ class ChatServer:
             )
             if entry is None:
                 entry = self._draw(body)
+            index = len(self.requests)
             self.requests.append(record)
             kind = (
                 entry
@@ -321,6 +325,9 @@ class ChatServer:
             content = SUMMARY_REPLY
         else:
             content = json.dumps(valid_content(body))
+        usage = (len(json.dumps(body["messages"])) // 4, len(content) // 4)
+        with self._lock:
+            self.usage[index] = usage
         completion = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -333,11 +340,7 @@ class ChatServer:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {
-                "prompt_tokens": len(json.dumps(body["messages"])) // 4,
-                "completion_tokens": len(content) // 4,
-                "total_tokens": 0,
-            },
+            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": 0},
         }
         return 200, completion, {}
 

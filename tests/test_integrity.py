@@ -128,7 +128,8 @@ def test_a_full_disk_exits_3_with_the_resume_command_and_the_resume_completes(
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert (manifest["status"], manifest["exit_code"]) == ("failed", 3)
     assert "could not be recorded" in manifest["stopped_because"]
-    recorded = (run_dir / "journal.jsonl").read_bytes().count(b"\n")
+    lines = (run_dir / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    recorded = sum(line.startswith(b'{"position":') and line.endswith(b"\n") for line in lines)
     assert 0 < recorded < SAMPLE_ITEMS
 
     resumed = run_process(["summeval-run", *command[3:], f"runner.resume={run_dir}"], cwd=tmp_path)

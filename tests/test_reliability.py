@@ -39,8 +39,13 @@ def openai_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str,
 
 
 def journal_lines(run_dir: Path) -> int:
+    """The items journaled (whole lines; traffic lines are not items)."""
     journal = run_dir / "journal.jsonl"
-    return journal.read_text("utf-8").count("\n") if journal.exists() else 0
+    if not journal.exists():
+        return 0
+    return sum(
+        line.startswith('{"position":') for line in journal.read_text("utf-8").split("\n")[:-1]
+    )
 
 
 def wait_for_items(run_dir: Path, count: int, process: subprocess.Popen[str]) -> None:
@@ -302,7 +307,7 @@ def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
     chat_server.release()
     # Whole lines only: the kill may have cut the last one short.
     whole_lines = (killed / "journal.jsonl").read_text("utf-8").split("\n")[:-1]
-    done = {json.loads(line)["item_id"] for line in whole_lines}
+    done = {json.loads(line)["item_id"] for line in whole_lines if '"item_id"' in line}
     before = len(chat_server.requests)
 
     resumed = run_app(killed, *overrides, f"runner.resume={killed}", env=ENV)

@@ -5,35 +5,48 @@ at once, so finished work is on disk while the run goes on. ``RunWriter.finish``
 the journal into the tables: every item's last entry, in dataset order, its rows built by
 ``rows_of``, and the aggregates computed from the item rows. A resumed run and a merge of
 shards compact the same way, so their tables equal an uninterrupted one-process run's.
+
+Between the items, traffic lines (``{"traffic": {...}}``, a ``PartTraffic``) carry what each
+part of the run (each process that wrote the journal) has sent and met so far: requests, retries,
+429s, tokens, cache hits and stores, and its seconds of work. A line is written as each request
+goes out, so a process killed with requests in flight has counted them; the manifest sums the
+last line of every part. Readers of items skip these lines.
+
+A line that is neither (damaged on disk, edited by hand) is reported with its file and line
+number and skipped, never raised: the item it held counts as not finished, and a resume scores
+it again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; one writer per run directory is up to you
     fcntl = None  # type: ignore[assignment]
 
-from summeval_runner._errors import ConfigError, InputError
-from summeval_runner._io._manifest import environment_secrets, scrub
+from summeval_runner._errors import ConfigError
+from summeval_runner._io._manifest import CacheUse, JudgeTraffic, environment_secrets, scrub
 from summeval_runner._io._rows import ItemRecord, rows_of
 from summeval_runner._io._tables import AGGREGATES_SCHEMA, TABLES, Summary
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._result import Status
+
+logger = logging.getLogger("summeval_runner")
 
 JOURNAL = "journal.jsonl"
 _COMPACT_BATCH = 2000
@@ -41,6 +54,112 @@ _SYNC_INTERVAL_S = 1.0
 # A journal line starts with its position, item id and status (a record's first fields, in the
 # compact form pydantic writes), so indexing the journal needs no full parse of each line.
 _HEAD = re.compile(rb'^\{"position":(\d+),"item_id":("(?:[^"\\]|\\.)*"),"status":"(\w+)"')
+_TRAFFIC = b'{"traffic":'
+# Damaged lines named one by one in a read; beyond that, only how many more.
+_NAMED_DAMAGE = 10
+
+
+class PartTraffic(BaseModel):
+    """What one part of a run (one process) has sent and met so far, as its traffic lines say.
+
+    Counts are totals since the part began, so the part's last line holds them all, and a
+    damaged line loses nothing that a later one does not repeat. ``elapsed_s`` is the part's
+    seconds of work when the line was written: a killed part's duration is its last line's.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    part: str = ""
+    elapsed_s: float = 0.0
+    requests: int = 0
+    retries: int = 0
+    throttled_429: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_hits: int = 0
+    cache_stored: int = 0
+
+    def plus(self, counts: Mapping[str, int], *, elapsed_s: float | None = None) -> PartTraffic:
+        """These counts with ``counts`` (counter name -> amount) added."""
+        update: dict[str, float] = {name: getattr(self, name) + n for name, n in counts.items()}
+        if elapsed_s is not None:
+            update["elapsed_s"] = round(elapsed_s, 3)
+        return self.model_copy(update=update)
+
+    @classmethod
+    def total(cls, parts: Iterable[PartTraffic]) -> PartTraffic:
+        """The sum of several parts (its ``part`` is empty)."""
+        total = cls()
+        for part in parts:
+            total = total.plus(
+                {name: getattr(part, name) for name in _COUNTERS},
+                elapsed_s=total.elapsed_s + part.elapsed_s,
+            )
+        return total
+
+    def judge_traffic(self, like: JudgeTraffic) -> JudgeTraffic:
+        """``like`` (its judge's name, the cache's mode and path) with these counts."""
+        cache = like.cache or CacheUse()
+        return like.model_copy(
+            update={
+                "requests": self.requests,
+                "retries": self.retries,
+                "throttled_429": self.throttled_429,
+                "cache": cache.model_copy(
+                    update={"hits": self.cache_hits, "stored": self.cache_stored}
+                ),
+            }
+        )
+
+
+_COUNTERS = tuple(name for name in PartTraffic.model_fields if name not in ("part", "elapsed_s"))
+
+
+class _TrafficLine(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    traffic: PartTraffic
+
+
+@dataclass
+class _Damage:
+    """The damaged lines of one journal met so far, each reported once."""
+
+    lines: set[int] = field(default_factory=set)
+    unnamed: int = 0
+
+    def note(self, journal: Path, number: int, error: ValidationError) -> None:
+        if number in self.lines:
+            return
+        self.lines.add(number)
+        if len(self.lines) > _NAMED_DAMAGE:
+            self.unnamed += 1
+            return
+        first = error.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        reason = f"{where}: {first['msg']}" if where else first["msg"]
+        logger.warning(
+            "%s line %d is damaged and was skipped (not an item record or a traffic line: "
+            "%s); the item it held, if any, counts as not finished and a resume scores it "
+            "again",
+            journal,
+            number,
+            reason,
+        )
+
+    def summarize(self, journal: Path) -> None:
+        if self.unnamed:
+            logger.warning("%s: %d more damaged lines were skipped", journal, self.unnamed)
+            self.unnamed = 0
+
+
+@dataclass(frozen=True)
+class JournalContents:
+    """What a journal holds: each item's last status, and each part's last traffic line."""
+
+    statuses: dict[str, Status]
+    parts: dict[str, PartTraffic]
+    damaged_lines: tuple[int, ...] = ()
 
 
 class RunWriter:
@@ -73,6 +192,8 @@ class RunWriter:
             _drop_cut_line(self.journal_path)
         self._secrets = environment_secrets()
         self._synced = time.monotonic()
+        # Damaged lines met by this writer's reads: each is reported once per run.
+        self._damage = _Damage()
 
     def write(self, record: ItemRecord) -> None:
         """Append one item's record to the journal, flushed so that a crash cannot lose it.
@@ -81,11 +202,31 @@ class RunWriter:
         quoted a key must not carry it to disk.
         """
         self._journal.write(scrub(record.model_dump_json(), self._secrets) + "\n")
+        self._written()
+
+    def write_traffic(self, traffic: PartTraffic) -> None:
+        """Append a part's traffic so far: flushed, so that a killed process has counted it;
+        synced with the items (at least every second), not line by line."""
+        line = _TrafficLine(traffic=traffic).model_dump_json(exclude_defaults=True)
+        self._journal.write(line + "\n")
+        self._written()
+
+    def _written(self) -> None:
         self._journal.flush()
         now = time.monotonic()
         if now - self._synced >= _SYNC_INTERVAL_S:
             os.fsync(self._journal.fileno())
             self._synced = now
+
+    def contents(self) -> JournalContents:
+        """What the journal holds, each line read whole: the statuses a resume keeps or retries,
+        and the traffic of the run's earlier parts. Damaged lines are reported and skipped."""
+        return _contents(self.journal_path, self._damage)
+
+    @property
+    def damaged_lines(self) -> tuple[int, ...]:
+        """The journal's damaged lines that this writer's reads met (and reported)."""
+        return tuple(sorted(self._damage.lines))
 
     def close(self) -> None:
         """Flush the journal to the disk and release the directory's lock."""
@@ -124,7 +265,8 @@ class RunWriter:
 
         try:
             # A few thousand items' rows at a time: memory stays flat however long the run.
-            for count, record in enumerate(_latest_records(self.journal_path), 1):
+            records = _latest_records(self.journal_path, self._damage)
+            for count, record in enumerate(records, 1):
                 statuses.append(record.status)
                 for name, table in rows_of(record, run_id=run_id, variant=variant).items():
                     rows[name] += table
@@ -167,38 +309,61 @@ def locked(run_dir: Path) -> Iterator[None]:
 
 
 def journaled_statuses(run_dir: Path) -> dict[str, Status]:
-    """Each journaled item's id and status (its last entry's)."""
-    journal = run_dir / JOURNAL
-    if not journal.exists():
-        return {}
-    return {item_id: status for item_id, (_, _, status) in _latest_entries(journal).items()}
+    """Each journaled item's id and status (its last entry's), every line read whole: an item
+    whose line is damaged is not among them, so a resume scores it again."""
+    return _contents(run_dir / JOURNAL, _Damage()).statuses
 
 
 def journaled_ids(run_dir: Path) -> frozenset[str]:
-    """The ids of the items in a run's journal, read from each line's head only."""
-    return frozenset(_latest_entries(run_dir / JOURNAL))
+    """The ids of the items in a run's journal (damaged lines reported and skipped)."""
+    return frozenset(journaled_statuses(run_dir))
 
 
 def journal_records(journal: Path) -> Iterator[ItemRecord]:
-    """Every whole line of a journal as a record, in the order written.
+    """Every item record of a journal, in the order written.
 
-    A last line cut short by a crash was never acknowledged and is skipped; a line that is not
-    a record is an ``InputError`` naming the file and the line.
+    Traffic lines are not records and are skipped. A last line cut short by a crash was never
+    acknowledged and is skipped; a damaged line is reported (file and line) and skipped.
     """
+    damage = _Damage()
+    for number, _, line in _lines(journal):
+        if line.startswith(_TRAFFIC):
+            continue
+        try:
+            yield ItemRecord.model_validate_json(line)
+        except ValidationError as error:
+            damage.note(journal, number, error)
+    damage.summarize(journal)
+
+
+def _lines(journal: Path) -> Iterator[tuple[int, int, bytes]]:
+    """Each whole line of a journal: its number (from 1), its byte offset, and its bytes."""
+    offset = 0
     with journal.open("rb") as lines:
         for number, line in enumerate(lines, 1):
             if not line.endswith(b"\n"):
-                break
-            yield _record(line, f"{journal} line {number}")
+                break  # a line cut short by a crash was never acknowledged
+            yield number, offset, line
+            offset += len(line)
 
 
-def _record(line: bytes, where: str) -> ItemRecord:
-    try:
-        return ItemRecord.model_validate_json(line)
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(map(str, first["loc"])) or "the line"
-        raise InputError(f"{where}: not an item record ({field}: {first['msg']})") from None
+def _contents(journal: Path, damage: _Damage) -> JournalContents:
+    statuses: dict[str, Status] = {}
+    parts: dict[str, PartTraffic] = {}
+    if not journal.exists():
+        return JournalContents(statuses, parts)
+    for number, _, line in _lines(journal):
+        try:
+            if line.startswith(_TRAFFIC):
+                traffic = _TrafficLine.model_validate_json(line).traffic
+                parts[traffic.part] = traffic  # a part's later line holds all its earlier ones
+            else:
+                record = ItemRecord.model_validate_json(line)
+                statuses[record.item_id] = record.status
+        except ValidationError as error:
+            damage.note(journal, number, error)
+    damage.summarize(journal)
+    return JournalContents(statuses, parts, tuple(sorted(damage.lines)))
 
 
 def _lock(file: TextIO) -> None:
@@ -231,31 +396,38 @@ def _partial(path: Path) -> Path:
     return path.with_name(f".{path.name}.partial")
 
 
-def _latest_entries(journal: Path) -> dict[str, tuple[int, int, Status]]:
-    """Each journaled item's id: the dataset position, byte offset and status of its last
-    entry."""
-    latest: dict[str, tuple[int, int, Status]] = {}
-    offset = 0
-    with journal.open("rb") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.endswith(b"\n"):
-                break  # a line cut short by a crash was never acknowledged
-            head = _HEAD.match(line)
-            if head is not None and head[3] in (b"scored", b"unscorable", b"error"):
-                position, item_id = int(head[1]), json.loads(head[2])
-                status: Status = head[3].decode()  # type: ignore[assignment]
-            else:
-                record = _record(line, f"{journal} line {number}")
-                position, item_id, status = record.position, record.item_id, record.status
-            latest[item_id] = (position, offset, status)
-            offset += len(line)
+def _latest_entries(journal: Path, damage: _Damage) -> dict[str, tuple[int, int, int]]:
+    """Each journaled item's id: the dataset position, byte offset and line number of its last
+    entry. Lines are read by their head where it is whole (see ``_latest_records``)."""
+    latest: dict[str, tuple[int, int, int]] = {}
+    for number, offset, line in _lines(journal):
+        if line.startswith(_TRAFFIC):
+            continue
+        head = _HEAD.match(line)
+        if head is not None and head[3] in (b"scored", b"unscorable", b"error"):
+            position, item_id = int(head[1]), json.loads(head[2])
+        else:
+            try:
+                record = ItemRecord.model_validate_json(line)
+            except ValidationError as error:
+                damage.note(journal, number, error)
+                continue
+            position, item_id = record.position, record.item_id
+        latest[item_id] = (position, offset, number)
     return latest
 
 
-def _latest_records(journal: Path) -> Iterator[ItemRecord]:
-    """Every item's last record, in dataset order."""
-    index = sorted((position, offset) for position, offset, _ in _latest_entries(journal).values())
+def _latest_records(journal: Path, damage: _Damage) -> Iterator[ItemRecord]:
+    """Every item's last record, in dataset order. A last entry damaged past its head is
+    reported and skipped: the item counts as not finished. (A resume reads every line whole
+    first, so an item whose entry is damaged is scored again and its new entry is the last.)"""
+    entries = _latest_entries(journal, damage)
+    index = sorted(entries.values())
     with journal.open("rb") as lines:
-        for _, offset in index:
+        for _, offset, number in index:
             lines.seek(offset)
-            yield _record(lines.readline(), f"{journal} at byte {offset}")
+            try:
+                yield ItemRecord.model_validate_json(lines.readline())
+            except ValidationError as error:
+                damage.note(journal, number, error)
+    damage.summarize(journal)

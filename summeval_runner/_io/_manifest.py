@@ -155,7 +155,8 @@ class CacheUse(_Part):
 
 class JudgeTraffic(_Part):
     """What a run asked of its judges: requests sent (retries included), retries, 429s, and
-    what the response cache answered."""
+    what the response cache answered; in every part of a resumed run, a killed one included
+    (each part journals them as they happen)."""
 
     name: str | None = None
     requests: int = 0
@@ -165,6 +166,10 @@ class JudgeTraffic(_Part):
 
 
 class TokenTotals(_Part):
+    """The tokens of every reply the judges sent, in every part of a run: re-asks, retried and
+    failed items, and items in flight when a process was killed included; a cache hit costs
+    none. (``items.parquet`` holds each kept item's own, cache hits included.)"""
+
     input: int = 0
     output: int = 0
 

@@ -34,7 +34,7 @@ from summeval_runner._io._manifest import (
     write_manifest,
 )
 from summeval_runner._io._shards import Shard
-from summeval_runner._io._tables import score_means, token_totals
+from summeval_runner._io._tables import score_means
 from summeval_runner._scorers._outcome import RunCounts
 
 # Manifest fields that must agree for shards to be parts of one run.
@@ -289,7 +289,12 @@ def _write_manifest(
                 stored=sum(cache.stored for cache in caches),
             ),
         ),
-        tokens=TokenTotals(**token_totals(building / merged.tables["items"].name)),
+        # Every attempt's tokens, as each shard's manifest counts them (not only the kept
+        # items' ones, which the tables hold).
+        tokens=TokenTotals(
+            input=sum((run.manifest.tokens or TokenTotals()).input for run in runs),
+            output=sum((run.manifest.tokens or TokenTotals()).output for run in runs),
+        ),
         tables={name: path.name for name, path in merged.tables.items()},
     )
     write_manifest(building, manifest)

@@ -4,24 +4,37 @@ A key covers the judge's identity (provider, model, base URL, sampling parameter
 version, the step's schema and the exact messages, so a change to any of them is a miss. Only
 replies that pass the step's schema are stored: an error or a malformed reply is never served
 again. The database runs in WAL mode with a busy timeout, so the processes of a multirun (and
-the tasks of one run) read and write it at once. A cache problem (a locked or full disk) is
-logged and the call goes to the judge: the cache never fails a run.
+the tasks of one run) read and write it at once.
+
+The cache never fails a run. A file that is not a cache (not a database, damaged, truncated, or
+a table of another shape) is moved aside to ``<name>.corrupt-<YYYYmmddTHHMMSS>`` with a warning
+naming both paths, and a fresh cache takes its place. A problem met later (a database still
+locked after the busy timeout, a full disk, damage found in a page only read now) is warned
+about once, and the run goes on without the cache; damage also moves the file aside, for the
+next run to start afresh. A database that is merely busy is never moved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks
+    fcntl = None  # type: ignore[assignment]
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._judges._protocol import (
@@ -41,6 +54,7 @@ CACHE_FILE = "judge-cache.sqlite"
 # Bump when the key's or the table's layout changes: old entries then simply stop matching.
 _KEY_VERSION = 1
 _BUSY_TIMEOUT_S = 30.0
+_COLUMNS = ("key", "content", "input_tokens", "output_tokens", "judge", "created")
 
 
 def default_cache_path() -> Path:
@@ -87,10 +101,23 @@ class CacheStats:
     size_bytes: int
 
 
-class ResponseCache:
-    """One connection to the cache database, for one run (or one command)."""
+class DamagedCacheError(Exception):
+    """The cache file is not a cache database: not sqlite, damaged, or its table of another
+    shape."""
 
-    def __init__(self, path: Path, mode: CacheMode = "readwrite") -> None:
+
+class ResponseCache:
+    """One connection to the cache database, for one run (or one command).
+
+    ``ConfigError`` only when the file cannot be opened at all (no permission, a directory in
+    the way). A damaged file is moved aside and replaced by a fresh cache (``moved_to`` says
+    where it went); a database still busy after ``busy_timeout_s`` is left alone and this
+    cache is off (``usable`` is false).
+    """
+
+    def __init__(
+        self, path: Path, mode: CacheMode = "readwrite", *, busy_timeout_s: float = _BUSY_TIMEOUT_S
+    ) -> None:
         if mode not in CACHE_MODES:
             raise ConfigError(f"cache must be one of {', '.join(CACHE_MODES)}, got {mode!r}")
         self.path = path
@@ -98,19 +125,28 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self.stored = 0
+        self.moved_to: Path | None = None
+        self._busy_timeout_s = busy_timeout_s
+        self._db: sqlite3.Connection | None = None
+        # The file this cache opened: damage found later moves it aside only if it is still
+        # the one at ``path`` (another process may have replaced it since).
+        self._inode: int | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # WAL without a sync per commit: a crash may lose the newest entries, never corrupt
-            # the file; a lost entry is only a call made again.
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, content TEXT NOT NULL,"
-                " input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,"
-                " judge TEXT NOT NULL, created REAL NOT NULL)"
+            try:
+                self._db = self._connect()
+            except DamagedCacheError as damage:
+                self._db = self._replace_damaged(damage)
+            self._inode = _inode_of(path)
+        except sqlite3.Error as error:
+            if not _busy(error):
+                raise ConfigError(
+                    f"cache_path {path} cannot be opened as a cache: {error}"
+                ) from None
+            logger.warning(
+                "judge cache %s is busy (%s); this run goes on without the cache", path, error
             )
-        except (OSError, sqlite3.Error) as error:
+        except OSError as error:
             raise ConfigError(f"cache_path {path} cannot be opened as a cache: {error}") from None
 
     @property
@@ -121,16 +157,106 @@ class ResponseCache:
     def writes(self) -> bool:
         return self.mode in ("write", "readwrite")
 
-    def get(self, key: str) -> JudgeReply | None:
+    @property
+    def usable(self) -> bool:
+        """Whether the cache is in use: false once a problem turned it off for this run."""
+        return self._db is not None
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection to the cache file, its table made if new and checked if not;
+        ``DamagedCacheError`` if the file is no cache."""
+        db = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None)
         try:
-            row = self._db.execute(
-                "SELECT content, input_tokens, output_tokens FROM replies WHERE key = ?", (key,)
-            ).fetchone()
-        except sqlite3.Error as error:
-            logger.warning(
-                "judge cache %s could not be read (%s); asking the judge", self.path, error
+            # Checked before anything is written, so that a file of another shape is moved
+            # aside as it was found.
+            columns = {row[1] for row in db.execute("PRAGMA table_info(replies)")}
+            if columns and not set(_COLUMNS) <= columns:
+                raise DamagedCacheError(
+                    f"its replies table has the columns {', '.join(sorted(columns))}, not "
+                    f"{', '.join(_COLUMNS)}"
+                )
+            db.execute("PRAGMA journal_mode=WAL")
+            # WAL without a sync per commit: a crash may lose the newest entries, never corrupt
+            # the file; a lost entry is only a call made again.
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, content TEXT NOT NULL,"
+                " input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,"
+                " judge TEXT NOT NULL, created REAL NOT NULL)"
             )
-            row = None
+        except sqlite3.Error as error:
+            db.close()
+            if _damaged(error):
+                raise DamagedCacheError(str(error)) from None
+            raise
+        except DamagedCacheError:
+            db.close()
+            raise
+        return db
+
+    def _replace_damaged(self, damage: DamagedCacheError) -> sqlite3.Connection | None:
+        """Move the damaged file aside and open a fresh cache in its place (None: the file
+        could not be moved, and the run goes on without the cache)."""
+        with _repairing(self.path):
+            # Another process may have moved it aside already, and made a fresh one: use that.
+            try:
+                return self._connect()
+            except DamagedCacheError:
+                pass
+            try:
+                self.moved_to = _move_aside(self.path)
+            except OSError as error:
+                logger.warning(
+                    "judge cache %s is not a usable cache (%s) and could not be moved aside "
+                    "(%s); this run goes on without the cache",
+                    self.path,
+                    damage,
+                    error,
+                )
+                return None
+            logger.warning(
+                "judge cache %s is not a usable cache (%s); it was moved to %s and a fresh "
+                "cache is used",
+                self.path,
+                damage,
+                self.moved_to,
+            )
+            return self._connect()
+
+    def _failed(self, doing: str, error: sqlite3.Error) -> None:
+        """Turn the cache off for the rest of the run after an error, with one warning; damage
+        also moves the file aside, so that the next run starts a fresh cache."""
+        db, self._db = self._db, None
+        if db is None:
+            return
+        db.close()
+        where = ""
+        if _damaged(error):
+            try:
+                with _repairing(self.path):
+                    if self._inode is not None and _inode_of(self.path) == self._inode:
+                        self.moved_to = _move_aside(self.path)
+                        where = f"; it was moved to {self.moved_to}, so the next run starts afresh"
+            except OSError as move_error:
+                where = f"; it could not be moved aside ({move_error})"
+        logger.warning(
+            "judge cache %s could not be %s (%s); this run goes on without the cache%s",
+            self.path,
+            doing,
+            error,
+            where,
+        )
+
+    def get(self, key: str) -> JudgeReply | None:
+        row = None
+        if self._db is not None:
+            try:
+                row = self._db.execute(
+                    "SELECT content, input_tokens, output_tokens FROM replies WHERE key = ?",
+                    (key,),
+                ).fetchone()
+            except sqlite3.Error as error:
+                self._failed("read", error)
         if row is None:
             self.misses += 1
             return None
@@ -139,11 +265,14 @@ class ResponseCache:
             content=row[0], usage=TokenUsage(input_tokens=row[1], output_tokens=row[2])
         )
 
-    def put(self, key: str, reply: JudgeReply, judge: str) -> None:
+    def put(self, key: str, reply: JudgeReply, judge: str) -> bool:
+        """Store a reply; whether it was stored."""
+        if self._db is None:
+            return False
         content = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
         try:
             self._db.execute(
-                "INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO replies ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     key,
                     content,
@@ -153,12 +282,19 @@ class ResponseCache:
                     time.time(),
                 ),
             )
-            self.stored += 1
         except sqlite3.Error as error:
-            logger.warning("judge cache %s could not be written (%s)", self.path, error)
+            self._failed("written", error)
+            return False
+        self.stored += 1
+        return True
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise ConfigError(f"the judge cache {self.path} is not usable now (see the warning)")
+        return self._db
 
     def stats(self) -> CacheStats:
-        (entries,) = self._db.execute("SELECT COUNT(*) FROM replies").fetchone()
+        (entries,) = self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()
         size = sum(
             p.stat().st_size
             for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
@@ -168,35 +304,110 @@ class ResponseCache:
 
     def clear(self) -> int:
         """Delete every entry; return how many there were."""
-        (entries,) = self._db.execute("SELECT COUNT(*) FROM replies").fetchone()
-        self._db.execute("DELETE FROM replies")
-        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._db.execute("VACUUM")
+        db = self._connection()
+        (entries,) = db.execute("SELECT COUNT(*) FROM replies").fetchone()
+        db.execute("DELETE FROM replies")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
         return int(entries)
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
+
+
+def _damaged(error: sqlite3.Error) -> bool:
+    """Whether sqlite says the file is no database or a damaged one (never a busy one)."""
+    name = getattr(error, "sqlite_errorname", None)  # Python 3.11+
+    if name is not None:
+        return name == "SQLITE_NOTADB" or str(name).startswith("SQLITE_CORRUPT")
+    text = str(error)
+    return "file is not a database" in text or "malformed" in text
+
+
+def _busy(error: sqlite3.Error) -> bool:
+    name = getattr(error, "sqlite_errorname", None)
+    if name is not None:
+        return str(name).startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+    return "locked" in str(error) or "busy" in str(error)
+
+
+def _inode_of(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _repairing(path: Path) -> Iterator[None]:
+    """Hold the cache directory's lock while a damaged cache is moved aside and replaced, so
+    that processes finding the same damage at once replace it once (POSIX; elsewhere none)."""
+    if fcntl is None:
+        yield
+        return
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(folder)
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged cache file (and its WAL files, which belong to it) to
+    ``<name>.corrupt-<time>``; the name is new, so nothing earlier is overwritten."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    number = 1
+    while aside.exists():
+        number += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{number}")
+    for suffix in ("-wal", "-shm", ""):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
 
 
 class CachedJudge:
     """A judge behind the response cache: a hit never reaches the judge (or its limits)."""
 
-    def __init__(self, judge: Judge, cache: ResponseCache, identity: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        judge: Judge,
+        cache: ResponseCache,
+        identity: Mapping[str, Any],
+        *,
+        on_traffic: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> None:
         self.judge = judge
         self.cache = cache
         self.identity = dict(identity)
         self.name = judge_name(judge)
+        # Hears each hit and each store (a recorded run journals them).
+        self._on_traffic = on_traffic
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         key = request_key(self.identity, request)
         if self.cache.reads:
             cached = self.cache.get(key)
             if cached is not None:
+                self._count("cache_hits")
                 return cached
         reply = await self.judge.complete(request)
-        if self.cache.writes and _valid(request, reply):
-            self.cache.put(key, reply, self.name)
+        stored = (
+            self.cache.writes
+            and self.cache.usable
+            and _valid(request, reply)
+            and self.cache.put(key, reply, self.name)
+        )
+        if stored:
+            self._count("cache_stored")
         return reply
+
+    def _count(self, counter: str) -> None:
+        if self._on_traffic is not None:
+            self._on_traffic({counter: 1})
 
     async def aclose(self) -> None:
         close = getattr(self.judge, "aclose", None)

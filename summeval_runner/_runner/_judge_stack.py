@@ -12,7 +12,7 @@ set of limits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from summeval_runner._io._manifest import CacheUse, JudgeTraffic
@@ -47,6 +47,9 @@ class JudgeStack:
         # Judges this run made (copies without SDK retries): the run closes them.
         self._owned: list[Any] = []
         self.cache: ResponseCache | None = None
+        # Hears each request, retry, 429, reply's tokens and cache hit or store as it happens
+        # (a recorded run journals them); set before the first request.
+        self.on_traffic: Callable[[Mapping[str, int]], None] | None = None
 
     def bind(self, scorers: Sequence[Any]) -> list[Any]:
         """The scorers as this run uses them: each judged scorer with its judge wrapped."""
@@ -74,6 +77,7 @@ class JudgeStack:
             retry=options.retry,
             request_timeout_s=options.request_timeout_s,
             outage_timeout_s=options.outage_timeout_s,
+            on_traffic=self._count,
         )
         wrapped: Judge = limited
         identity = cache_identity(judge)
@@ -82,10 +86,14 @@ class JudgeStack:
                 self.cache = ResponseCache(
                     options.cache_path or default_cache_path(), options.cache
                 )
-            wrapped = CachedJudge(limited, self.cache, identity)
+            wrapped = CachedJudge(limited, self.cache, identity, on_traffic=self._count)
         self._limited[key] = limited
         self._wrapped[key] = wrapped
         return wrapped
+
+    def _count(self, counts: Mapping[str, int]) -> None:
+        if self.on_traffic is not None:
+            self.on_traffic(counts)
 
     def traffic(self, before: JudgeTraffic | None = None) -> JudgeTraffic:
         """What this run's judges were asked and answered, added to ``before`` (the earlier

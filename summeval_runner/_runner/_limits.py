@@ -14,6 +14,7 @@ import collections
 import logging
 import random
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from asyncio_throttle.throttler import Throttler
@@ -110,7 +111,10 @@ class LimitedJudge:
     launcher reusing workers) never share a limit by accident. ``requests_sent`` counts
     requests sent to the wrapped judge (retries and probes included), ``retries`` the retries
     among them, ``probes`` the requests sent while the judge could not be reached, and
-    ``throttled`` the 429s received.
+    ``throttled`` the 429s received. ``on_traffic``, when given, hears of each as it happens
+    (``{"requests": 1}`` before a request goes out, ``{"retries": 1}``, ``{"throttled_429": 1}``,
+    and a reply's ``input_tokens`` and ``output_tokens``): the run journals them, so a killed
+    process has counted them.
     """
 
     def __init__(
@@ -123,8 +127,10 @@ class LimitedJudge:
         request_timeout_s: float | None = None,
         outage_timeout_s: float = 60.0,
         seed: int | None = None,
+        on_traffic: Callable[[Mapping[str, int]], None] | None = None,
     ) -> None:
         self.judge = judge
+        self._on_traffic = on_traffic
         self.name = judge_name(judge)
         self.retry = retry or RetryPolicy(max_attempts=1)
         self.request_timeout_s = request_timeout_s
@@ -215,8 +221,13 @@ class LimitedJudge:
                     min(2 * share, self._fast_share) if share < self._fast_share else share + 0.05
                 )
 
+    def _count(self, **counts: int) -> None:
+        if self._on_traffic is not None:
+            self._on_traffic(counts)
+
     def _on_throttled(self, wait_s: float) -> None:
         self.throttled += 1
+        self._count(throttled_429=1)
         now = time.monotonic()
         # Nothing new goes out before the server's wait is over.
         self._hold_until = max(self._hold_until, now + wait_s)
@@ -319,8 +330,10 @@ class LimitedJudge:
             if self._unreachable is not None or (self._paused and not probe):
                 raise _NotSent
             self.requests_sent += 1
+            self._count(requests=1)
             if retry:
                 self.retries += 1
+                self._count(retries=1)
             if probe:
                 self.probes += 1
             if self._first_sent is None:
@@ -336,6 +349,9 @@ class LimitedJudge:
                 self._reached(succeeded=False)
                 raise
             self._reached(succeeded=True)
+            usage = reply.usage
+            if usage.input_tokens or usage.output_tokens:
+                self._count(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
             return reply
         finally:
             self._slots.release()

@@ -3,13 +3,16 @@
 ``RunRecorder.open`` checks the directory (a new run never overwrites another; a resumed one
 must be the same run), locks its journal, and writes the manifest with status ``running``
 before any item starts, so a run killed at any moment can be resumed. ``write`` appends each
-finished item to the journal. ``finish`` compacts the journal into the Parquet tables and
-writes the final manifest.
+finished item to the journal, and ``count_traffic`` each request, retry, 429, reply's tokens and
+cache hit as it happens (a traffic line), so that a run killed at any moment has counted them.
+``finish`` compacts the journal into the Parquet tables and writes the final manifest, whose
+traffic, tokens and duration are every part's: those of earlier parts read from the journal.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import platform
 import sys
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from summeval_runner._errors import ConfigError, InputError, RunRecordError
-from summeval_runner._io._journal import JOURNAL, RunWriter, journaled_statuses
+from summeval_runner._io._journal import JOURNAL, JournalContents, PartTraffic, RunWriter
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
     DatasetInfo,
@@ -40,11 +43,16 @@ from summeval_runner._io._manifest import (
     write_manifest,
 )
 from summeval_runner._io._rows import ItemRecord
-from summeval_runner._io._tables import score_means, token_totals
+from summeval_runner._io._tables import score_means
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._outcome import ItemResult
 from summeval_runner._scorers._prompts import PROMPT_VERSION
+
+logger = logging.getLogger("summeval_runner")
+# A finished item also notes the part's seconds of work, at most this often, so that a killed
+# part that sent no request for a while (every reply cached) still has its duration counted.
+_ELAPSED_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ class RunRecorder:
         writer: RunWriter,
         manifest: Manifest,
         kept: frozenset[str],
-        previous_duration_s: float,
+        earlier: PartTraffic,
         options: RunOptions,
     ) -> None:
         self.run_dir = run_dir
@@ -80,8 +88,13 @@ class RunRecorder:
         # Items finished in an earlier part of the run, not scored again.
         self.kept = kept
         self._writer = writer
-        self._previous_duration_s = previous_duration_s
+        # What the earlier parts of a resumed run sent, met and took, read from the journal.
+        self._earlier = earlier
+        # This part's traffic so far (each process that writes the journal is one part).
+        self._part = PartTraffic(part=uuid.uuid4().hex[:12])
+        self._traffic_unwritten = False
         self._clock = time.perf_counter()
+        self._noted = self._clock
         self._cpu_clock = time.process_time()
 
     @classmethod
@@ -102,7 +115,8 @@ class RunRecorder:
         # Locks the run directory's journal before anything in it is written.
         writer = RunWriter(run_dir, resume=previous is not None)
         try:
-            finished = journaled_statuses(run_dir) if previous is not None else {}
+            contents = writer.contents() if previous is not None else JournalContents({}, {})
+            finished = contents.statuses
             # Items that ended in error are tried again on resume: most errors are transient.
             kept = frozenset(item for item, status in finished.items() if status != "error")
             options = plan.options
@@ -154,11 +168,41 @@ class RunRecorder:
         except BaseException:
             writer.close()
             raise
-        duration = (previous.duration_s or 0.0) if previous else 0.0
-        return cls(run_dir, writer, manifest, kept, duration, plan.options)
+        earlier = _earlier_traffic(contents, previous)
+        return cls(run_dir, writer, manifest, kept, earlier, plan.options)
 
     def write(self, result: ItemResult, position: int) -> None:
         self._writer.write(ItemRecord.of(result, position))
+        if time.perf_counter() - self._noted >= _ELAPSED_EVERY_S:
+            self.count_traffic({})
+
+    def count_traffic(self, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` (``requests``, ``retries``, ``throttled_429``, ``input_tokens``,
+        ``output_tokens``, ``cache_hits``, ``cache_stored`` -> amount) to this part's traffic and
+        journal it at once: a request is counted as it goes out, before any reply.
+
+        Never raises: a traffic line that cannot be written (a full disk) is warned about once
+        and the counts stay in memory for the final manifest; the item writes that fail the
+        same way stop the run.
+        """
+        now = time.perf_counter()
+        self._noted = now
+        self._part = self._part.plus(counts, elapsed_s=now - self._clock)
+        try:
+            self._writer.write_traffic(self._part)
+        except (OSError, ValueError) as error:  # ValueError: the journal is already closed
+            if not self._traffic_unwritten:
+                self._traffic_unwritten = True
+                logger.warning(
+                    "%s: the judge traffic could not be journaled (%s); it is kept in memory "
+                    "for the manifest",
+                    self._writer.journal_path,
+                    error,
+                )
+
+    def traffic(self) -> PartTraffic:
+        """Every part's traffic, and seconds of work, as last counted."""
+        return PartTraffic.total((self._earlier, self._part))
 
     def finish(
         self,
@@ -186,6 +230,10 @@ class RunRecorder:
                 cause = _cause(f"the tables could not be written in {self.run_dir}", error)
                 self._record_failure(stopped_because or cause)
                 raise RunRecordError(cause) from error
+            # This part's last traffic line, its duration included: a later resume adds it to
+            # the run's totals.
+            self.count_traffic({})
+            traffic = self.traffic()
             counts = compacted.counts
             unfinished = unfinished_items(
                 selected, kept=len(self.kept), drawn=drawn, finished=counts.total
@@ -195,13 +243,14 @@ class RunRecorder:
                     "status": final_status(status, unfinished),
                     "stopped_because": stopped_because,
                     "finished_at": datetime.now(timezone.utc),
-                    "duration_s": self._duration_s(),
+                    "duration_s": round(traffic.elapsed_s, 3),
                     "counts": counts,
                     "unfinished": unfinished,
                     "hook_errors": self.manifest.hook_errors + hook_errors,
                     "means": score_means(compacted.tables["aggregates"]),
-                    "judge": judges.traffic(self.manifest.judge),
-                    "tokens": TokenTotals(**token_totals(compacted.tables["items"])),
+                    # Every attempt of every part: retried, failed and killed requests too.
+                    "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
+                    "tokens": TokenTotals(input=traffic.input_tokens, output=traffic.output_tokens),
                     "resources": Resources(
                         cpu_s=round(time.process_time() - self._cpu_clock, 3),
                         peak_rss_mb=peak_rss_mb(),
@@ -221,7 +270,8 @@ class RunRecorder:
         return manifest, compacted.tables
 
     def _duration_s(self) -> float:
-        return round(time.perf_counter() - self._clock + self._previous_duration_s, 3)
+        """Every part's seconds of work, this one's up to now."""
+        return round(self._earlier.elapsed_s + time.perf_counter() - self._clock, 3)
 
     def _record_failure(self, because: str) -> None:
         """Mark the run ``failed`` where the manifest can still be written; where it cannot,
@@ -272,6 +322,24 @@ def final_status(ending: RunStatus, unfinished: int) -> RunStatus:
     ('interrupted', 'aborted')
     """
     return "interrupted" if ending == "completed" and unfinished else ending
+
+
+def _earlier_traffic(contents: JournalContents, previous: Manifest | None) -> PartTraffic:
+    """What the earlier parts of a run sent, met and took: their journal's traffic lines, or
+    for a journal without any (written before they were), the last manifest's figures."""
+    if contents.parts or previous is None:
+        return PartTraffic.total(contents.parts.values())
+    judge, tokens = previous.judge, previous.tokens
+    return PartTraffic(
+        elapsed_s=previous.duration_s or 0.0,
+        requests=judge.requests if judge else 0,
+        retries=judge.retries if judge else 0,
+        throttled_429=judge.throttled_429 if judge else 0,
+        input_tokens=tokens.input if tokens else 0,
+        output_tokens=tokens.output if tokens else 0,
+        cache_hits=judge.cache.hits if judge else 0,
+        cache_stored=judge.cache.stored if judge else 0,
+    )
 
 
 def _previous(run_dir: Path, plan: RunPlan) -> Manifest:

@@ -190,6 +190,7 @@ async def run_evals(
                 selected=items.selected,
             )
             recorder = RunRecorder.open(Path(output_dir), resume=resume, plan=plan)
+            judges.on_traffic = recorder.count_traffic
         kept = recorder.kept if recorder is not None else frozenset()
         to_do = None if items.selected is None else items.selected - len(kept)
         batch = Batch(
