@@ -245,7 +245,12 @@ class ChatServer:
             error = {"message": entry.message + echo, "type": "test", "code": entry.code}
             return entry.status, {"error": error}, entry.headers
         if isinstance(entry, Reply):
-            content = entry.content + echo
+            # "{echo}" places the echo (inside a valid reply); otherwise it ends the content.
+            content = (
+                entry.content.replace("{echo}", echo)
+                if "{echo}" in entry.content
+                else (entry.content + echo)
+            )
         elif step_of(body) == "summarize":
             content = SUMMARY_REPLY
         else:

@@ -10,6 +10,7 @@ report), every file name and everything printed is searched for each secret.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 import sys
@@ -24,8 +25,8 @@ import pytest
 from summeval_runner import ItemResult, run_evals
 from summeval_runner._scorers._summarization import create_summarization_scorer
 from summeval_runner._secrets import redact_url, register_secret, register_url_secrets, scrub
-from tests.app import SAMPLE, run_app, run_process, run_sweep, table
-from tests.chat_server import MALFORMED, ChatServer, Fault, Reply
+from tests.app import SAMPLE, run_app, run_process, run_sweep, summeval_compare, table
+from tests.chat_server import MALFORMED, ChatServer, Fault, Reply, valid_content
 
 
 def _secret(kind: str) -> str:
@@ -60,15 +61,20 @@ def echoing_server(chat_server: ChatServer) -> ChatServer:
     return chat_server
 
 
-def _faults_for_three_items(server: ChatServer) -> None:
+def _echoes_for_four_items(server: ChatServer) -> None:
     """One item at a time: the agent refused (HTTP 400), then the judge refused, then the judge
-    malformed on every ask (its raw reply is kept): each echoes the request's credentials."""
+    malformed on every ask (its raw reply is kept), then a valid reply whose reason quotes the
+    credentials (it is scored, and cached): each echoes the request's credentials."""
+    preprocess = valid_content({"response_format": {"json_schema": {"name": "preprocess"}}})
+    preprocess["alignment"][0]["reason"] = "{echo}"
     server.script(
         Fault(400, "agent refused"),
         Reply("A summary."),
         Fault(400, "judge refused"),
         Reply("A summary."),
         *[Reply(MALFORMED)] * 3,
+        Reply("A summary."),
+        Reply(json.dumps(preprocess)),
     )
 
 
@@ -77,7 +83,7 @@ def test_keys_and_base_url_credentials_never_reach_a_file_or_the_output(
 ) -> None:
     judge_key, agent_key = _secret("judge-cred"), _secret("agent-cred")
     judge_query, agent_query = _secret("judge-query"), _secret("agent-query")
-    _faults_for_three_items(echoing_server)
+    _echoes_for_four_items(echoing_server)
     run_dir = tmp_path / "run"
 
     completed = run_process(
@@ -93,8 +99,9 @@ def test_keys_and_base_url_credentials_never_reach_a_file_or_the_output(
             "target=llm_summarizer",
             f"target.base_url='{echoing_server.base_url}?token={agent_query}'",
             "target.api_key_env=MY_AGENT_CRED",
-            "dataset.limit=4",
+            "dataset.limit=5",
             "runner.max_items_in_flight=1",
+            f"runner.cache_path={tmp_path / 'cache.sqlite'}",
             "runner.progress=false",
             # The HTTP client's log names every request's URL, its query included.
             "hydra.job_logging.loggers.httpx2.level=INFO",
@@ -105,18 +112,22 @@ def test_keys_and_base_url_credentials_never_reach_a_file_or_the_output(
 
     assert completed.returncode == 1, completed.stderr
     items = table(run_dir, "items")
-    assert list(items["status"]) == ["error", "error", "error", "scored"]
+    assert list(items["status"]) == ["error", "error", "error", "scored", "scored"]
     # The server did echo the credentials: they were there to leak, and were scrubbed.
     assert "Bearer *** at /v1/?token=***" in items["error_message"][0]
     assert "Bearer *** at /v1/?key=***" in items["error_message"][1]
     assert "Bearer ***" in items["error_raw_reply"][2]
+    alignment = table(run_dir, "alignment")
+    assert "Bearer *** at /v1/?key=***" in "".join(alignment["reason"])
+    assert (tmp_path / "cache.sqlite").is_file()
     assert "/v1/?key=*** " in (run_dir / "summeval-run.log").read_text()
     assert {"config.yaml", "hydra.yaml", "overrides.yaml"} <= {
         p.name for p in (run_dir / ".hydra").iterdir()
     }
+    # The run directory and the judge cache beside it.
     assert_nowhere(
         [judge_key, agent_key, judge_query, agent_query],
-        run_dir,
+        tmp_path,
         completed.stdout,
         completed.stderr,
     )
@@ -172,7 +183,17 @@ def test_a_sweep_its_directories_and_its_report_hold_no_credential(
     assert "Bearer *** at /v1/?key=***" in "".join(
         table(r, "items")["error_message"].dropna().sum() for r in runs
     )
-    assert_nowhere([judge_key, query], sweep_dir, completed.stdout, completed.stderr)
+    compared = summeval_compare(*map(str, runs), "--out", str(tmp_path / "compared"), cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert (tmp_path / "compared" / "report.html").is_file()
+    assert_nowhere(
+        [judge_key, query],
+        tmp_path,
+        completed.stdout,
+        completed.stderr,
+        compared.stdout,
+        compared.stderr,
+    )
 
 
 def test_the_library_scrubs_a_key_it_read_from_any_variable(
