@@ -82,8 +82,10 @@ def register_url_secrets(url: str | None) -> None:
     match = _URL_USERINFO.search(url)
     if match is not None:
         userinfo = match.group()[:-1]
-        # With its "@" the user information is unmistakable, so it goes whatever its length.
-        _register(f"{userinfo}@", f"{REDACTED}@")
+        # "user:password@" is unmistakable whatever its length; a bare name ("admin@") would
+        # also match e-mail addresses in the data, so it goes only when long enough to be a key.
+        if ":" in userinfo or len(userinfo) >= MIN_SECRET_LENGTH:
+            _register(f"{userinfo}@", f"{REDACTED}@")
         user, _, password = userinfo.partition(":")
         register_secret(password)
         register_secret(unquote(password))
