@@ -158,6 +158,9 @@ class ChatServer:
         self._always: Fault | BrokenReply | None = None
         self.mix: FaultMix | None = None
         self.latency_s = 0.0
+        # Echo each request's Authorization header and URL (its query too) into error bodies
+        # and scripted replies, as careless servers and proxies do: what a secret test greps for.
+        self.echo_credentials = False
         self.counts: Counter[str] = Counter()
         self._answers: Counter[str] = Counter()
         self._throttled: Counter[str] = Counter()
@@ -316,11 +319,19 @@ class ChatServer:
             self.counts[kind] += 1
         if isinstance(entry, str | BrokenReply):
             return entry
+        echo = ""
+        if self.echo_credentials:
+            echo = f" [{record.headers.get('authorization')} at {record.path}]"
         if isinstance(entry, Fault):
-            error = {"message": entry.message, "type": "test", "code": entry.code}
+            error = {"message": entry.message + echo, "type": "test", "code": entry.code}
             return entry.status, {"error": error}, entry.headers
         if isinstance(entry, Reply):
-            content = entry.content
+            # "{echo}" places the echo (inside a valid reply); otherwise it ends the content.
+            content = (
+                entry.content.replace("{echo}", echo)
+                if "{echo}" in entry.content
+                else (entry.content + echo)
+            )
         elif step_of(body) == "summarize":
             content = SUMMARY_REPLY
         else:

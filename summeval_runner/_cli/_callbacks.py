@@ -1,14 +1,17 @@
-"""Hydra callbacks: after a sweep, merge its shards, compare its variants, write the report."""
+"""Hydra callbacks: secrets kept out of Hydra's files and log; after a sweep, its shards merged,
+its variants compared, the report written."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner._cli._config import path_safe
@@ -22,6 +25,13 @@ from summeval_runner._io._compare import (
 from summeval_runner._io._manifest import MANIFEST, read_manifest
 from summeval_runner._io._merge import merge_runs
 from summeval_runner._io._report import render_report
+from summeval_runner._secrets import (
+    redact,
+    register_secret,
+    register_url_secrets,
+    scrub,
+    scrub_record,
+)
 
 logger = logging.getLogger("summeval_runner")
 MERGED = "merged"
@@ -93,6 +103,99 @@ def _failed_jobs(sweep_dir: Path) -> list[tuple[int, Path]]:
         if code:
             failed.append((code, path.parent))
     return failed
+
+
+class _ScrubbingRecords:
+    """A log record factory that scrubs each record of secrets as it is made.
+
+    Handler filters would not do: Hydra builds its handlers anew from its logging config for
+    the launcher and for each job, and the launcher logs each job's overrides (a ``base_url``
+    with a password in it) before any callback of ours runs.
+    """
+
+    scrubs_secrets = True
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record: logging.LogRecord = self.make(*args, **kwargs)
+        return scrub_record(record)
+
+
+def scrub_log_records() -> None:
+    """Scrub every log record of this process (the console and ``summeval-run.log``) of
+    secrets; once, however often it is called."""
+    if not getattr(logging.getLogRecordFactory(), "scrubs_secrets", False):
+        logging.setLogRecordFactory(_ScrubbingRecords(logging.getLogRecordFactory()))
+
+
+# On import, not in main(): a launcher's worker process (joblib, Ray, Submitit) builds this
+# module's callbacks without running main(), and logs there too.
+scrub_log_records()
+
+
+def register_config_secrets(config: DictConfig) -> None:
+    """Register the credentials a job's config points to: the keys in the variables that
+    ``model.api_key_env`` and ``target.api_key_env`` name, and those inside their base URLs."""
+    register_url_secrets(os.environ.get("OPENAI_BASE_URL"))
+    for section in ("model", "target"):
+        for name in ("api_key_env", "base_url"):
+            value = OmegaConf.select(
+                config, f"{section}.{name}", default=None, throw_on_resolution_failure=False
+            )
+            if not isinstance(value, str):
+                continue
+            if name == "base_url":
+                register_url_secrets(value)
+            else:
+                register_secret(os.environ.get(value))
+
+
+def _scrubbed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return scrub(redact(value)) if isinstance(value, str) else value
+
+
+def scrub_config_file(path: Path) -> None:
+    """Rewrite one of Hydra's YAML files with its secrets removed, if it holds any.
+
+    Value by value, so the file stays YAML Hydra and OmegaConf read back (a value that is
+    all secret becomes the string ``"***"``, not an alias).
+    """
+    if not path.is_file():
+        return
+    values = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    cleaned = _scrubbed(values)
+    if cleaned == values:
+        return
+    partial = path.with_name(f".{path.name}.partial")
+    OmegaConf.save(OmegaConf.create(cleaned), partial)
+    os.replace(partial, path)
+
+
+class ScrubHydraFiles(Callback):
+    """Secrets out of the files Hydra writes before a job starts: ``.hydra/config.yaml``,
+    ``hydra.yaml`` and ``overrides.yaml`` (which hold the command line, a ``base_url`` with a
+    password or a ``key=`` parameter included), and a sweep's ``multirun.yaml``."""
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        register_config_secrets(config)
+        hydra = config.hydra
+        if hydra.output_subdir is not None:
+            files = Path(str(hydra.runtime.output_dir)) / str(hydra.output_subdir)
+            for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+                scrub_config_file(files / name)
+        if hydra.mode == RunMode.MULTIRUN:
+            scrub_config_file(Path(str(hydra.sweep.dir)) / "multirun.yaml")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        # A sweep whose jobs all failed before starting still leaves its multirun.yaml.
+        register_config_secrets(config)
+        scrub_config_file(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
 
 
 class CompareSweep(Callback):

@@ -16,6 +16,7 @@ from omegaconf import MISSING, OmegaConf
 
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy
+from summeval_runner._secrets import redact
 
 _RUN = RunOptions()
 _RETRY = RetryPolicy()
@@ -98,6 +99,8 @@ def path_safe(name: str) -> str:
     Sweep directories are named after their overrides, and a value with "/" in it (a shard, a
     dataset path) would otherwise nest one run inside folders named after half of it.
     """
+    # A base_url's credentials (user:password@, key=...) stay out of the directory's name.
+    name = ",".join(redact(name.split(",")))
     return name.replace("/", "_").replace("\\", "_")
 
 

@@ -25,6 +25,7 @@ from summeval_runner._io._datasets import DatasetFile, FieldMap
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._summarization import SummarizationScorer, create_summarization_scorer
+from summeval_runner._secrets import redact, scrub
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ def _options(runner: DictConfig, job: HydraJob) -> RunOptions:
 def _variant(overrides: tuple[str, ...]) -> str:
     """The run's label from the command line: its overrides, less the runner's own settings."""
     kept = [o for o in overrides if not o.startswith(("runner.", "hydra.", "+hydra", "~hydra"))]
-    return ",".join(sorted(kept)) or "default"
+    # The label is written into every table row: no credential of a base_url, no key.
+    return scrub(",".join(sorted(redact(kept)))) or "default"
 
 
 def _container(node: DictConfig) -> dict[str, Any]:

@@ -7,6 +7,8 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from summeval_runner._secrets import redact, scrub
+
 
 def hydra_value(text: str) -> str:
     """``text`` as a Hydra override value: quoted when it holds what the override grammar reads
@@ -27,6 +29,12 @@ def resume_command(run_dir: Path, overrides: Sequence[str]) -> str:
 
     >>> resume_command(Path("outputs/run"), ["target.k=2", "runner.resume=old"])
     'summeval-run target.k=2 runner.resume=outputs/run'
+
+    A credential in an override is printed as ``***``, to be typed again:
+
+    >>> resume_command(Path("outputs/run"), ["model.base_url=http://h/v1?key=abc"])
+    "summeval-run 'model.base_url=http://h/v1?key=***' runner.resume=outputs/run"
     """
-    kept = [o for o in overrides if not o.startswith("runner.resume=")]
+    # Printed: a credential in an override (a base_url's key=) shows as *** to be typed again.
+    kept = [scrub(redact(o)) for o in overrides if not o.startswith("runner.resume=")]
     return shlex.join(["summeval-run", *kept, f"runner.resume={hydra_value(str(run_dir))}"])

@@ -40,11 +40,12 @@ except ImportError:  # Windows: no advisory locks; one writer per run directory 
     fcntl = None  # type: ignore[assignment]
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._manifest import CacheUse, JudgeTraffic, environment_secrets, scrub
+from summeval_runner._io._manifest import CacheUse, JudgeTraffic
 from summeval_runner._io._rows import ItemRecord, rows_of
 from summeval_runner._io._tables import AGGREGATES_SCHEMA, TABLES, Summary
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._result import Status
+from summeval_runner._secrets import scrub
 
 logger = logging.getLogger("summeval_runner")
 
@@ -190,7 +191,6 @@ class RunWriter:
             ) from None
         if resume:
             _drop_cut_line(self.journal_path)
-        self._secrets = environment_secrets()
         self._synced = time.monotonic()
         # Damaged lines met by this writer's reads: each is reported once per run.
         self._damage = _Damage()
@@ -198,10 +198,10 @@ class RunWriter:
     def write(self, record: ItemRecord) -> None:
         """Append one item's record to the journal, flushed so that a crash cannot lose it.
 
-        Values of secret environment variables are scrubbed first: an error message that
-        quoted a key must not carry it to disk.
+        Every known secret is scrubbed first (``_secrets``): an error message or a raw reply
+        that quoted a key must not carry it to disk.
         """
-        self._journal.write(scrub(record.model_dump_json(), self._secrets) + "\n")
+        self._journal.write(scrub(record.model_dump_json()) + "\n")
         self._written()
 
     def write_traffic(self, traffic: PartTraffic) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,50 +20,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, mod
 from summeval_runner._errors import InputError
 from summeval_runner._scorers._outcome import RunCounts
 
-REDACTED = "***"
+# redact and scrub are _secrets's; named here too for the modules that import them from here.
+from summeval_runner._secrets import redact as redact
+from summeval_runner._secrets import redact_urls
+from summeval_runner._secrets import scrub as scrub
+
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 3
 RunStatus = Literal["running", "completed", "interrupted", "aborted", "failed", "partial"]
-# Keys whose values are secrets. "api_key_env" names a variable and is kept: it is not the key.
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.IGNORECASE)
-_SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
-
-
-def redact(value: Any) -> Any:
-    """``value`` with the value of every secret-looking key replaced by ``***``."""
-    if isinstance(value, Mapping):
-        return {
-            key: REDACTED if _SECRET_KEY.search(str(key)) and item else redact(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    return value
-
-
-def environment_secrets() -> tuple[str, ...]:
-    """The values of environment variables whose names say they hold a secret."""
-    return tuple(
-        value
-        for name, value in os.environ.items()
-        if _SECRET_VARIABLE.search(name) and len(value) >= 8
-    )
-
-
-def scrub(text: str, secrets: tuple[str, ...] | None = None) -> str:
-    """Remove the values of secret environment variables from text about to reach the disk.
-
-    A key can arrive in an error message or a config value under an innocent name; this is the
-    last line of defence after ``redact``.
-    """
-    for secret in environment_secrets() if secrets is None else secrets:
-        # Also as JSON writes it: a secret holding a quote or a backslash is escaped there.
-        escaped = json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]
-        for form in {secret, *escaped}:
-            text = text.replace(form, REDACTED)
-    return text
-
-
 # What decides an item's result: runs that differ here do not measure the same thing.
 RESULT_SECTIONS = ("dataset", "target", "model", "scorer")
 
@@ -283,12 +246,12 @@ def read_manifest(run_dir: Path) -> Manifest:
 def write_manifest(run_dir: Path, manifest: Manifest) -> None:
     """Write the manifest atomically: readers see the old file or the new one, never half.
 
-    Secret-looking config values are redacted and the values of secret environment variables
-    scrubbed, wherever in the manifest they appear.
+    Secret-looking config values are redacted, the credentials of every URL removed and every
+    known secret scrubbed (``_secrets``), wherever in the manifest they appear.
     """
     path = run_dir / MANIFEST
     values = manifest.model_dump(mode="json")
-    text = scrub(json.dumps(redact(values), indent=2, ensure_ascii=False))
+    text = scrub(redact_urls(json.dumps(redact(values), indent=2, ensure_ascii=False)))
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text + "\n", encoding="utf-8")
     os.replace(partial, path)

@@ -29,6 +29,7 @@ from summeval_runner._errors import (
     MissingAPIKeyError,
 )
 from summeval_runner._judges._protocol import AsyncClosing, JudgeReply, JudgeRequest, TokenUsage
+from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
 
 # Sent when api_key_env is None: local servers (vLLM, Ollama, llama.cpp) want no key, but the SDK
 # requires one.
@@ -84,6 +85,14 @@ class OpenAIChat:
     ) -> None:
         # Resolved here as the SDK would, so that the endpoint can be named (in cache keys, errors).
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
+        register_url_secrets(self.base_url)
+        if "@" in self.base_url.split("//", 1)[-1].split("/", 1)[0]:
+            # The SDK's HTTP client refuses every request of such a URL (it sends the key in
+            # the same Authorization header), so it is refused here, before any call.
+            raise ConfigError(
+                f"base_url {redact_url(self.base_url)} carries a user name or password, which "
+                "cannot be sent beside the API key; put the key in the variable api_key_env names"
+            )
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         if api_key_env is None:
@@ -93,12 +102,13 @@ class OpenAIChat:
             if not key.strip():
                 raise MissingAPIKeyError(api_key_env)
             self._api_key = key
+            register_secret(key)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient]
         self._clients = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         # The key is deliberately absent: reprs end up in logs.
-        return f"OpenAIChat(base_url={self.base_url!r})"
+        return f"OpenAIChat(base_url={redact_url(self.base_url)!r})"
 
     async def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -143,16 +153,16 @@ class OpenAIChat:
                 "/chat/completions", content=json.dumps(params).encode(), cast_to=object
             )
         except openai.APIError as error:
-            raise _translate(error, self.base_url) from error
+            raise _translate(error, redact_url(self.base_url)) from error
         except json.JSONDecodeError as error:
             # A body sent as JSON that does not parse: the SDK lets the decoder's error out.
-            raise _not_json(self.base_url, error.doc) from error
+            raise _not_json(redact_url(self.base_url), error.doc) from error
         if isinstance(completion, str):
             # The SDK hands back the text of a body whose Content-Type is not JSON.
             try:
                 completion = json.loads(completion)
             except ValueError:
-                raise _not_json(self.base_url, completion) from None
+                raise _not_json(redact_url(self.base_url), completion) from None
         return _reply_of(completion)
 
 

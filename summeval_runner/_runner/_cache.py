@@ -45,6 +45,7 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
     judge_name,
 )
+from summeval_runner._secrets import scrub
 
 logger = logging.getLogger("summeval_runner")
 
@@ -270,6 +271,9 @@ class ResponseCache:
         if self._db is None:
             return False
         content = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+        # A reply that quotes a key (a server that echoes the Authorization header) keeps it
+        # out of the cache file too; replayed, the reply says *** instead.
+        content = scrub(content)
         try:
             self._db.execute(
                 f"INSERT OR REPLACE INTO replies ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",

@@ -61,6 +61,7 @@ from summeval_runner._scorers._result import (
     coverage_of,
     score_of,
 )
+from summeval_runner._secrets import scrub
 
 SourceExtractor = Callable[[Any, Any], str]
 _Output = TypeVar("_Output", bound=BaseModel)
@@ -362,7 +363,8 @@ class SummarizationScorer(AsyncClosing):
             f"the judge's {step} reply did not match the step's schema after {attempts} "
             f"attempt{'s' if attempts > 1 else ''}: {problem}",
             step=step,
-            raw_reply=raw[:_RAW_REPLY_LIMIT],
+            # Scrubbed before it is cut: a key cut in two would escape the journal's scrub.
+            raw_reply=scrub(raw)[:_RAW_REPLY_LIMIT],
             attempts=attempts,
         )
 
