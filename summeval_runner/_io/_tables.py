@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from summeval_runner._scorers._outcome import RunCounts
@@ -198,13 +197,4 @@ def score_means(aggregates: Path) -> dict[str, float | None]:
         row["scorer_id"]: row["mean"]
         for row in pq.read_table(aggregates).to_pylist()
         if row["metric"] == "score"
-    }
-
-
-def token_totals(items: Path) -> dict[str, int]:
-    """The judge tokens a run's items used, summed from its items table."""
-    table = pq.read_table(items, columns=["input_tokens", "output_tokens"])
-    return {
-        "input": int(pc.sum(table["input_tokens"]).as_py() or 0),
-        "output": int(pc.sum(table["output_tokens"]).as_py() or 0),
     }
