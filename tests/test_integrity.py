@@ -7,6 +7,7 @@ import asyncio
 import errno
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,6 +132,11 @@ def test_a_full_disk_exits_3_with_the_resume_command_and_the_resume_completes(
     lines = (run_dir / "journal.jsonl").read_bytes().splitlines(keepends=True)
     recorded = sum(line.startswith(b'{"position":') and line.endswith(b"\n") for line in lines)
     assert 0 < recorded < SAMPLE_ITEMS
+    # What is kept and what is not is counted, in the manifest and on the screen.
+    assert manifest["counts"]["total"] == recorded
+    assert manifest["unfinished"] == SAMPLE_ITEMS - recorded
+    assert f"{recorded} items: " in failed.stderr
+    assert f"; {SAMPLE_ITEMS - recorded} unfinished; 0 hook errors" in failed.stderr
 
     resumed = run_process(["summeval-run", *command[3:], f"runner.resume={run_dir}"], cwd=tmp_path)
 
@@ -205,17 +211,24 @@ def test_every_error_row_says_its_step_and_attempts(tmp_path: Path) -> None:
             raise RuntimeError("the agent is down")
         return "S."
 
+    scorers = [Broken(), create_summarization_scorer(StuckOnDocument3())]
+    asyncio.run(
+        run_evals(target=target, scorers=scorers, data=DATA[:3], output_dir=tmp_path / "run")
+    )
+    # The stuck item alone, so that no other item races its timeout.
     asyncio.run(
         run_evals(
             target=target,
-            scorers=[Broken(), create_summarization_scorer(StuckOnDocument3())],
-            data=DATA[:4],
-            output_dir=tmp_path / "run",
-            item_timeout_s=3,
+            scorers=scorers,
+            data=DATA[3:4],
+            output_dir=tmp_path / "stuck",
+            item_timeout_s=0.5,
         )
     )
 
-    items = pd.read_parquet(tmp_path / "run" / "items.parquet")
+    items = pd.concat(
+        [pd.read_parquet(tmp_path / name / "items.parquet") for name in ("run", "stuck")]
+    )
     errors = items[items.status == "error"]
     # d0, d1: the broken scorer; d2: the target, for both scorers; d3: past its timeout, in
     # the preprocess step, for both scorers (a timeout stops the whole item).
@@ -227,3 +240,18 @@ def test_every_error_row_says_its_step_and_attempts(tmp_path: Path) -> None:
     assert steps[("d1", "broken")] == "scorer"
     assert steps[("d2", "broken")] == steps[("d2", "summarization-scorer")] == "target"
     assert steps[("d3", "summarization-scorer")] == "preprocess"
+
+
+def test_the_help_states_every_exit_code_the_app_returns(tmp_path: Path) -> None:
+    from summeval_runner._cli import _app
+    from tests.app import run_command
+
+    completed = run_command(_app.run, ["--help"], cwd=tmp_path)
+
+    assert completed.returncode == 0, completed.stderr
+    codes = [value for name, value in vars(_app).items() if name.startswith("EXIT_")]
+    assert 3 in codes
+    for code in codes:
+        assert re.search(rf"^\s+{code}\s+\S", completed.stdout, re.MULTILINE), code
+    assert re.search(r"\b130\b.*\b143\b", completed.stdout)
+    assert "outage_timeout_s" in completed.stdout

@@ -32,7 +32,7 @@ from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._rundir import discard_refused
 from summeval_runner._cli._signals import Interrupts
-from summeval_runner._cli._summary import print_summary
+from summeval_runner._cli._summary import counts_line, print_summary
 from summeval_runner._errors import (
     ConfigError,
     JudgeUnavailableError,
@@ -40,8 +40,9 @@ from summeval_runner._errors import (
     SummevalError,
 )
 from summeval_runner._io._journal import locked
-from summeval_runner._io._manifest import read_manifest, scrub, write_manifest
+from summeval_runner._io._manifest import read_manifest, write_manifest
 from summeval_runner._runner._run import EvalRunResult, run_evals
+from summeval_runner._secrets import scrub
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NOT_RECORDED = 0, 1, 2, 3
 
@@ -83,6 +84,8 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
         result = asyncio.run(_execute(job, interrupts))
     except RunRecordError as error:
         # Nothing more can be written here: say what is kept and how to go on, and stop.
+        with contextlib.suppress(SummevalError, OSError):
+            print(counts_line(read_manifest(job.run_dir)), file=sys.stderr)
         print(
             f"summeval-run: failed: {scrub(str(error))}\n"
             f"The items recorded before are kept in {job.run_dir}. Once the cause is fixed "

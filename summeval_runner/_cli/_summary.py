@@ -8,6 +8,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from summeval_runner._io._manifest import Manifest
+from summeval_runner._scorers._outcome import RunCounts
+
+
+def counts_line(manifest: Manifest) -> str:
+    """The run's items by how they ended. Unfinished items and hook errors are shown even when
+    0: a reader of a nightly log should not have to infer that nothing was lost."""
+    counts = manifest.counts or RunCounts()
+    return (
+        f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
+        f"{counts.errors} errors; {manifest.unfinished or 0} unfinished; "
+        f"{manifest.hook_errors} hook errors"
+    )
 
 
 def print_summary(run_dir: Path, manifest: Manifest) -> None:
@@ -21,13 +33,7 @@ def print_summary(run_dir: Path, manifest: Manifest) -> None:
     timed = manifest.duration_s is not None and manifest.merged_from is None
     took = f", in {manifest.duration_s:.1f} s" if timed else ""
     if counts is not None:
-        # Unfinished items and hook errors are shown even when 0: a reader of a nightly log
-        # should not have to infer that nothing was lost.
-        print(
-            f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
-            f"{counts.errors} errors; {manifest.unfinished or 0} unfinished; "
-            f"{manifest.hook_errors} hook errors{took}"
-        )
+        print(counts_line(manifest) + took)
     print(f"results: {run_dir}")
     aggregates = manifest.tables.get("aggregates")
     if aggregates is None:

@@ -38,7 +38,6 @@ from summeval_runner._io._manifest import (
     TokenTotals,
     config_differences,
     read_manifest,
-    redact,
     setup_differences,
     write_manifest,
 )
@@ -46,8 +45,9 @@ from summeval_runner._io._rows import ItemRecord
 from summeval_runner._io._tables import score_means
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
-from summeval_runner._scorers._outcome import ItemResult
+from summeval_runner._scorers._outcome import ItemResult, RunCounts
 from summeval_runner._scorers._prompts import PROMPT_VERSION
+from summeval_runner._secrets import redact
 
 logger = logging.getLogger("summeval_runner")
 # A finished item also notes the part's seconds of work, at most this often, so that a killed
@@ -228,7 +228,12 @@ class RunRecorder:
                 )
             except Exception as error:
                 cause = _cause(f"the tables could not be written in {self.run_dir}", error)
-                self._record_failure(stopped_because or cause)
+                self._record_failure(
+                    stopped_because or cause,
+                    selected=selected,
+                    judges=judges,
+                    hook_errors=hook_errors,
+                )
                 raise RunRecordError(cause) from error
             # This part's last traffic line, its duration included: a later resume adds it to
             # the run's totals.
@@ -273,15 +278,26 @@ class RunRecorder:
         """Every part's seconds of work, this one's up to now."""
         return round(self._earlier.elapsed_s + time.perf_counter() - self._clock, 3)
 
-    def _record_failure(self, because: str) -> None:
-        """Mark the run ``failed`` where the manifest can still be written; where it cannot,
-        the starting manifest (``running``) stays, which a resume accepts just the same."""
+    def _record_failure(
+        self, because: str, *, selected: int | None, judges: JudgeStack, hook_errors: int
+    ) -> None:
+        """Mark the run ``failed`` where the manifest can still be written, with what its
+        journal holds (counts, unfinished items, traffic); where it cannot, the starting
+        manifest (``running``) stays, which a resume accepts just the same."""
+        counts = RunCounts.of(self._writer.contents().statuses.values())
+        self.count_traffic({})
+        traffic = self.traffic()
         failed = self.manifest.model_copy(
             update={
                 "status": "failed",
                 "stopped_because": because,
                 "finished_at": datetime.now(timezone.utc),
-                "duration_s": self._duration_s(),
+                "duration_s": round(traffic.elapsed_s, 3),
+                "counts": counts,
+                "unfinished": None if selected is None else max(selected - counts.total, 0),
+                "hook_errors": self.manifest.hook_errors + hook_errors,
+                "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
+                "tokens": TokenTotals(input=traffic.input_tokens, output=traffic.output_tokens),
             }
         )
         with contextlib.suppress(OSError):
