@@ -152,6 +152,19 @@ def test_a_run_directory_that_cannot_be_written_is_bad_config(tmp_path: Path) ->
     )
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_run_directory_the_file_system_refuses_is_bad_config(tmp_path: Path) -> None:
+    # /proc takes no new directory, whoever asks (root included): only making it can tell.
+    completed = run_here(tmp_path, "hydra.run.dir=/proc/summeval-run-test/run")
+
+    assert completed.returncode == 2
+    assert completed.stderr.startswith(
+        "summeval-run: error: hydra.run.dir: /proc/summeval-run-test/run cannot be made: "
+    )
+    assert "Traceback" not in completed.stderr
+    assert completed.stderr.count("\n") == 1
+
+
 def test_a_refused_resume_keeps_the_run_and_leaves_no_directory(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     assert run_app(run_dir, "dataset.limit=2", "runner.progress=false").returncode == 0

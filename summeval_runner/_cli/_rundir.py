@@ -6,9 +6,9 @@ removal when the run is refused.
   so runs started at once in one directory each get their own. The resolver is cached in the
   config (``use_cache``), so every reading of ``hydra.run.dir`` in a run (Hydra reads it more
   than once) gives the same name; Hydra copies that cache into each job of a sweep.
-- **Checked first.** ``RunDirectoryCheck`` (a Hydra callback) refuses a ``hydra.run.dir`` or
-  ``hydra.sweep.dir`` under a file, or where nothing can be written, with one message and exit 2,
-  before Hydra tries to make it; and it notes whether the run's directory was there already.
+- **Made first.** ``RunDirectoryCheck`` (a Hydra callback) makes the ``hydra.run.dir`` or
+  ``hydra.sweep.dir`` before Hydra does, and refuses one under a file, or one that cannot be
+  made, with one message and exit 2; it notes whether the run's directory was there already.
 - **Nothing left by a refused run.** ``discard_refused`` removes the directory Hydra made for a
   run refused as bad config or input, only if this run made it and it holds Hydra's own files
   and nothing else: never a directory a user or an earlier run wrote in (a ``runner.resume``
@@ -27,6 +27,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+# summeval-run's code for bad config (``_app.EXIT_BAD_INPUT``, which imports this module).
 EXIT_BAD_INPUT = 2
 _HYDRA_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
 
@@ -65,29 +66,36 @@ def _problem(path: Path) -> str | None:
     return None
 
 
-def _check(option: str, directory: Any) -> Path:
-    path = Path(str(directory)).absolute()
+def _make(option: str, path: Path) -> None:
+    """Make ``path``, or refuse it with one line and exit 2. Made here rather than checked:
+    only the file system knows (a read-only mount, /proc, permissions that do not bind root)."""
     problem = _problem(path)
+    if problem is None:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            problem = f"{path} cannot be made: {error.strerror or error}"
     if problem is not None:
         print(f"summeval-run: error: {option}: {problem}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT)
-    return path
 
 
 class RunDirectoryCheck(Callback):
-    """Checks the run's (or sweep's) directory before Hydra makes it; notes whether it is new."""
+    """Makes the run's (or sweep's) directory before Hydra does, refusing one that cannot be;
+    notes whether it is new."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        path = _check("hydra.run.dir", config.hydra.run.dir)
+        path = Path(str(config.hydra.run.dir)).absolute()
         _made_by_run.pop(path, None)
         if not path.exists():
             top = path
             while not top.parent.exists():
                 top = top.parent
             _made_by_run[path] = top
+        _make("hydra.run.dir", path)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _check("hydra.sweep.dir", config.hydra.sweep.dir)
+        _make("hydra.sweep.dir", Path(str(config.hydra.sweep.dir)).absolute())
 
 
 def _only_hydra_files(path: Path, log_name: str) -> bool:

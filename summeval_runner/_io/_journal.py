@@ -166,10 +166,11 @@ class JournalContents:
 class RunWriter:
     """Writes a run's tables into ``run_dir``: the journal as items complete, Parquet at the end.
 
-    Each journal line is one item's record. A line is flushed as soon as it is written, so a
-    killed process loses no finished item, and synced to the disk at least every second, so a
-    power cut loses at most the last second. ``resume=True`` opens an existing journal to append
-    to it, dropping a last line cut short by a crash.
+    A journal line is one item's record, or a traffic line (this process's running totals of
+    judge requests, retries, 429s, tokens and cache use). A line is flushed as soon as it is
+    written, so a killed process loses no finished item and no count, and synced to the disk at
+    least every second, so a power cut loses at most the last second. ``resume=True`` opens an
+    existing journal to append to it, dropping a last line cut short by a crash.
 
     The journal is locked while the writer holds it: a second process writing the same run
     directory (an overlapping nightly job, a resume of a run still going) is refused with

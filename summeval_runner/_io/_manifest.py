@@ -19,11 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, mod
 
 from summeval_runner._errors import InputError
 from summeval_runner._scorers._outcome import RunCounts
-
-# redact and scrub are _secrets's; named here too for the modules that import them from here.
-from summeval_runner._secrets import redact as redact
-from summeval_runner._secrets import redact_urls
-from summeval_runner._secrets import scrub as scrub
+from summeval_runner._secrets import redact, redact_urls, scrub
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 3

@@ -22,7 +22,7 @@ from summeval_runner._errors import (
     RunRecordError,
 )
 from summeval_runner._io._datasets import DatasetFile, Item
-from summeval_runner._io._manifest import JudgeTraffic, Manifest, RunStatus, scrub
+from summeval_runner._io._manifest import JudgeTraffic, Manifest, RunStatus
 from summeval_runner._runner._batch import Batch, Hook
 from summeval_runner._runner._items import prepare
 from summeval_runner._runner._judge_stack import JudgeStack
@@ -31,6 +31,7 @@ from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._record import RunPlan, RunRecorder, final_status, unfinished_items
 from summeval_runner._runner._setup import describe_setup
 from summeval_runner._scorers._outcome import ItemResult, RunCounts
+from summeval_runner._secrets import scrub
 
 logger = logging.getLogger("summeval_runner")
 
