@@ -101,8 +101,9 @@ class JudgeAuthError(JudgeUnavailableError):
 
 
 class JudgeUnreachableError(JudgeUnavailableError):
-    """No request has reached the judge for ``outage_timeout_s`` (connection refused, DNS or TLS
-    failure): the run stops as interrupted, and can be resumed once the judge is back."""
+    """No request reached the judge for ``outage_timeout_s``, counted from the first failed
+    connection (connection refused, DNS or TLS failure) after the judge last answered, and a
+    probe failed too: the run stops as interrupted, and can be resumed once the judge is back."""
 
 
 class RunRecordError(SummevalError):

@@ -3,8 +3,9 @@ broken HTTP 200 is retried.
 
 The judge is the real ``openai`` SDK against a real socket: a port bound but not listening
 (every connection refused), or the loopback server taken down and brought back on its port.
-Nothing waits on the clock: the server goes down after a count of answers and comes back once
-the client has logged a failed probe; the dead judge is bounded in requests, not in seconds.
+Nothing waits on the clock: the server goes down while it holds requests past a count of
+answers, and comes back once the client has logged a failed probe; the dead judge is bounded in
+requests, not in seconds, and the outage watch's rules are checked against a fake clock.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from summeval_runner import (
     create_summarization_scorer,
     run_evals,
 )
-from summeval_runner._errors import JudgeConnectionError
+from summeval_runner._errors import JudgeAPIError, JudgeConnectionError
 from summeval_runner._io._manifest import read_manifest
 from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsage
 from summeval_runner._runner._limits import LimitedJudge
@@ -202,11 +203,18 @@ def test_a_short_outage_mid_run_costs_retries_but_no_errored_item(
     chat_server: ChatServer, probes: _Probes
 ) -> None:
     problems: list[BaseException] = []
+    # The tenth request and every later one wait in the server: the outage comes mid-run,
+    # however fast the client is.
+    chat_server.hold_after(9)
 
     def outage() -> None:
         try:
-            wait_until(lambda: chat_server.answered >= 9, "nine requests answered")
+            wait_until(lambda: chat_server.arrivals > 9, "a request held after nine answered")
+            # Going down cuts the held requests' connections (the client sees them dropped);
+            # released, their handlers find the link closed. Any request that reached the
+            # server too late to be cut is answered: either way no item is lost.
             chat_server.go_down()
+            chat_server.release()
             # Back only once the client has shown it holds its requests and probes.
             wait_until(probes.failed.is_set, "a failed probe")
         except BaseException as error:
@@ -303,13 +311,99 @@ def test_a_judge_down_for_outage_timeout_s_is_declared_unreachable() -> None:
 
     assert all(isinstance(outcome, JudgeUnreachableError) for outcome in outcomes)
     message = str(outcomes[0])
-    assert message.startswith("could not connect to http://judge/v1 (connection refused); ")
-    assert "outage_timeout_s is 0.05 s" in message
+    assert message.startswith("could not connect to http://judge/v1 (connection refused) for ")
+    assert "(outage_timeout_s is 0.05 s): the judge is unreachable; the run stops" in message
     assert judge.calls <= 8 + 2
     # Once declared, no request goes out.
     with pytest.raises(JudgeUnreachableError):
         asyncio.run(limited.complete(asked))
     assert limited.requests_sent == judge.calls
+
+
+class Clock:
+    """A monotonic clock that moves only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+REFUSED = JudgeConnectionError("could not connect to http://judge/v1 (connection refused)")
+
+
+class Scripted:
+    """A judge whose calls each take ``seconds`` on the test's clock, then raise or answer."""
+
+    def __init__(self, clock: Clock, *steps: tuple[float, Exception | None]) -> None:
+        self.clock = clock
+        self.steps = list(steps)
+        self.calls = 0
+        self.name = "scripted"
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        seconds, outcome = self.steps[self.calls]
+        self.calls += 1
+        self.clock.now += seconds
+        if outcome is not None:
+            raise outcome
+        return JudgeReply(content="{}", usage=TokenUsage())
+
+
+def scripted(*steps: tuple[float, Exception | None]) -> tuple[Scripted, LimitedJudge]:
+    clock = Clock()
+    judge = Scripted(clock, *steps)
+    limited = LimitedJudge(
+        judge,
+        max_in_flight=1,
+        retry=RetryPolicy(max_attempts=6, base_delay_s=0.0, max_delay_s=0.0),
+        outage_timeout_s=1.0,
+        clock=clock,
+    )
+    return judge, limited
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_time_spent_on_http_errors_is_no_outage(status: int) -> None:
+    # The judge answers an HTTP error after 1.2 s, longer than outage_timeout_s, then refuses one
+    # connection: the outage begins there, so a probe goes and finds the judge back.
+    busy = JudgeAPIError(f"HTTP {status}", status_code=status)
+    judge, limited = scripted((1.2, busy), (0.0, REFUSED), (0.1, None))
+
+    reply = asyncio.run(limited.complete(request()))
+
+    assert reply.retries == 2
+    assert judge.calls == 3
+    assert limited.probes == 1
+
+
+def test_an_http_error_from_a_probe_ends_the_outage() -> None:
+    # Refused; 0.9 s later a probe gets a 503 (the judge was reached); 0.6 s later a refusal
+    # starts a new outage, 1.5 s after the first refusal; its probe gets a reply.
+    busy = JudgeAPIError("HTTP 503", status_code=503)
+    judge, limited = scripted((0.0, REFUSED), (0.9, busy), (0.6, REFUSED), (0.2, None))
+
+    reply = asyncio.run(limited.complete(request()))
+
+    assert reply.retries == 3
+    assert judge.calls == 4
+    assert limited.probes == 2
+
+
+def test_a_probe_refused_outage_timeout_s_after_the_first_refusal_stops_the_run() -> None:
+    judge, limited = scripted((0.0, REFUSED), (0.6, REFUSED), (0.6, REFUSED))
+
+    with pytest.raises(JudgeUnreachableError) as raised:
+        asyncio.run(limited.complete(request()))
+
+    assert str(raised.value) == (
+        "could not connect to http://judge/v1 (connection refused) for 1.2 s "
+        "(outage_timeout_s is 1 s): the judge is unreachable; the run stops, resumable once the "
+        "judge answers again"
+    )
+    assert judge.calls == 3
+    assert limited.probes == 2
 
 
 # --- a broken HTTP 200 -------------------------------------------------------------------------

@@ -383,25 +383,33 @@ def test_bad_arguments_fail_before_any_call(
 
 
 def test_an_item_past_its_timeout_is_an_error_and_the_others_go_on() -> None:
+    started: list[str] = []
+
     async def target(text: str) -> str:
+        started.append(text)
         if text == DOCS["d2"]:
-            await asyncio.sleep(30)
+            await asyncio.Event().wait()  # never set: only the timeout ends it
         return first_sentence(text)
 
+    # One item at a time, the stuck one last: the others never share the clock with it, and
+    # the timeout is generous, so only the stuck item can run past it, whatever the load.
+    data = [row for row in DATA if row["id"] != "d2"] + [row for row in DATA if row["id"] == "d2"]
     result = asyncio.run(
         run_evals(
             target=target,
             scorers=[scorer_answering(True)],
-            data=DATA,
-            item_timeout_s=0.2,
+            data=data,
+            max_items_in_flight=1,
+            item_timeout_s=2.0,
         )
     )
 
+    assert started[-1] == DOCS["d2"]
     by_id = {item.item_id: item for item in result.items}
     assert by_id["d2"].status == "error"
     assert by_id["d2"].error is not None
     assert by_id["d2"].error.type == "ItemTimeoutError"
-    assert "item_timeout_s (0.2 s)" in by_id["d2"].error.message
+    assert "item_timeout_s (2 s)" in by_id["d2"].error.message
     assert (by_id["d2"].error.step, by_id["d2"].error.attempts) == ("target", 1)
     assert result.counts.scored == 5
 

@@ -115,6 +115,13 @@ class LimitedJudge:
     (``{"requests": 1}`` before a request goes out, ``{"retries": 1}``, ``{"throttled_429": 1}``,
     and a reply's ``input_tokens`` and ``output_tokens``): the run journals them, so a killed
     process has counted them.
+
+    The outage watch: a request that cannot connect (``JudgeConnectionError``: refused, DNS,
+    TLS) starts an outage, unless one has started already; any request that gets through to the
+    judge (a reply, or an HTTP error such as a 429 or a 503) ends it. During an outage the other
+    requests are held and one at a time probes; once a probe fails ``outage_timeout_s`` or more
+    after the outage began, the judge is declared unreachable. ``clock`` is the watch's clock
+    (seconds, monotonic); tests pass a fake one.
     """
 
     def __init__(
@@ -128,6 +135,7 @@ class LimitedJudge:
         outage_timeout_s: float = 60.0,
         seed: int | None = None,
         on_traffic: Callable[[Mapping[str, int]], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.judge = judge
         self._on_traffic = on_traffic
@@ -139,11 +147,11 @@ class LimitedJudge:
         self.retries = 0
         self.probes = 0
         self.throttled = 0
-        # The outage watch. `_unanswered_since`: since when no request has succeeded, once a
-        # connection failed (None while none has failed since the last success).
-        self._first_sent: float | None = None
-        self._succeeded = False
-        self._unanswered_since: float | None = None
+        # The outage watch. `_outage_since`: when the first connection failed after the judge
+        # was last reached (None: no outage). Time before that does not count: a run that spent
+        # its first minute on 429s or slow replies has reached the judge all along.
+        self._clock = clock
+        self._outage_since: float | None = None
         # Requests are held while the judge cannot be reached; one of them probes.
         self._paused = False
         self._probing = False
@@ -266,46 +274,44 @@ class LimitedJudge:
     async def _before_probe(self) -> None:
         """The probe's backoff: exponential from the policy's base delay, capped at a few
         seconds, and never past the moment the outage would be declared."""
-        assert self._unanswered_since is not None
+        assert self._outage_since is not None
         ceiling = min(_PROBE_MAX_DELAY_S, self.retry.max_delay_s)
         delay = min(ceiling, self.retry.base_delay_s * 2**self._outage_probes)
-        left = self._unanswered_since + self.outage_timeout_s - time.monotonic()
+        left = self._outage_since + self.outage_timeout_s - self._clock()
         self._outage_probes += 1
         await asyncio.sleep(max(0.0, min(delay, left)))
 
     def _lost(self, error: JudgeConnectionError, *, probe: bool) -> None:
-        """A request could not connect: hold the others, and give up past outage_timeout_s."""
-        now = time.monotonic()
-        if self._unanswered_since is None:
-            # With no success yet, the judge has been unanswered since the run's first request.
-            first = self._first_sent if self._first_sent is not None else now
-            self._unanswered_since = now if self._succeeded else first
-        if not self._paused:
+        """A request could not connect: hold the others, and give up once a probe fails
+        outage_timeout_s after the outage began."""
+        now = self._clock()
+        if self._outage_since is None:
+            self._outage_since = now
             self._paused = True
             self._outage_probes = 0
             logger.warning(
                 "judge %s: %s; requests are held while one probes it, for up to "
-                "outage_timeout_s (%g s) without a success",
+                "outage_timeout_s (%g s) without a connection to the judge",
                 self.name,
                 error,
                 self.outage_timeout_s,
             )
         elif probe:
             logger.debug("probe %d of judge %s failed: %s", self._outage_probes, self.name, error)
-        unanswered_s = now - self._unanswered_since
-        if unanswered_s >= self.outage_timeout_s and self._unreachable is None:
+        down_s = now - self._outage_since
+        # Only a probe's failure declares the outage: the requests that fail with it were sent
+        # before it began, and say nothing of whether the judge is back.
+        if probe and down_s >= self.outage_timeout_s and self._unreachable is None:
             self._unreachable = (
-                f"{error}; no judge request has succeeded for {unanswered_s:.1f} s "
-                f"(outage_timeout_s is {self.outage_timeout_s:g} s), so the run stops; resume "
-                "it once the judge answers again"
+                f"{error} for {down_s:.1f} s (outage_timeout_s is {self.outage_timeout_s:g} s): "
+                "the judge is unreachable; the run stops, resumable once the judge answers again"
             )
             self._notify()
 
-    def _reached(self, *, succeeded: bool) -> None:
-        """The judge answered (a reply, or an HTTP error): held requests may go again."""
-        if succeeded:
-            self._succeeded = True
-            self._unanswered_since = None
+    def _reached(self) -> None:
+        """A request got through to the judge (a reply, or an HTTP error): any outage is over,
+        and held requests may go again."""
+        self._outage_since = None
         if self._paused:
             self._paused = False
             logger.info("judge %s answers again; held requests resume", self.name)
@@ -336,8 +342,6 @@ class LimitedJudge:
                 self._count(retries=1)
             if probe:
                 self.probes += 1
-            if self._first_sent is None:
-                self._first_sent = time.monotonic()
             try:
                 reply = await self._call(request)
             except JudgeConnectionError as error:
@@ -346,9 +350,11 @@ class LimitedJudge:
                     raise self._unreachable_error() from error
                 raise
             except JudgeAPIError:
-                self._reached(succeeded=False)
+                # It got through (an HTTP error, a dropped or cut reply, a timeout): not an
+                # outage, whatever the retry policy makes of it.
+                self._reached()
                 raise
-            self._reached(succeeded=True)
+            self._reached()
             usage = reply.usage
             if usage.input_tokens or usage.output_tokens:
                 self._count(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)

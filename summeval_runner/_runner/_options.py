@@ -37,8 +37,10 @@ class RunOptions:
     - ``request_timeout_s``: seconds for one judge request, then it is retried; ``item_timeout_s``:
       seconds for one item (agent and judge calls), then it is an error. ``None``: no limit.
     - ``outage_timeout_s``: when the judge cannot be connected to (connection refused, DNS or
-      TLS failure), requests are held while one probes it; once no request has succeeded for
-      this many seconds, the run stops as interrupted (``JudgeUnreachableError``), resumable.
+      TLS failure), requests are held while one probes it; once no request has reached the
+      judge for this many seconds since that first failed connection, the run stops as
+      interrupted (``JudgeUnreachableError``), resumable. Any reply ends the outage, an HTTP
+      error (429, 503) included: the judge was reached.
     - ``retry``: the retry policy of judge requests (a ``RetryPolicy`` or a mapping of its fields).
     - ``cache``: the judge response cache, ``off``, ``read``, ``write`` or ``readwrite``, in
       ``cache_path`` (``None``: ``$SUMMEVAL_CACHE_DIR``, else ``~/.cache/summeval_runner/``).
