@@ -23,16 +23,18 @@ import pytest
 
 from summeval_runner import (
     DatasetFile,
+    EvalRunResult,
     FieldMap,
     InputError,
+    ItemResult,
     compare_runs,
     create_summarization_scorer,
     run_evals,
     write_report,
 )
-from summeval_runner._io._manifest import Manifest
+from summeval_runner._io._manifest import DatasetInfo, Manifest
 from summeval_runner._io._tables import ITEMS_SCHEMA
-from tests.app import ENV, Completed, run_app, run_sweep, summeval_compare
+from tests.app import ENV, SAMPLE, SAMPLE_ITEMS, Completed, run_app, run_sweep, summeval_compare
 from tests.browser import SKIP_BROWSER_TESTS, chromium
 from tests.chat_server import ChatServer, Fault
 from tests.documents import write_dataset
@@ -48,9 +50,12 @@ def make_run(
     summaries: dict[str, str] | None = None,
     started_at: str = "2026-11-30T10:00:00+00:00",
     statuses: dict[str, str] | None = None,
+    run_status: str = "completed",
+    unfinished: int = 0,
 ) -> Path:
-    """A finished run directory with the given (score, alignment, coverage) per item; items
-    given another status in ``statuses`` ("error", "unscorable") have no scores."""
+    """A run directory with the given (score, alignment, coverage) per item; items given
+    another status in ``statuses`` ("error", "unscorable") have no scores. The manifest says
+    ``run_status`` and ``unfinished`` (by default a completed run)."""
     path.mkdir(parents=True)
     rows = []
     for item_id, (score, alignment, coverage) in scores.items():
@@ -73,7 +78,8 @@ def make_run(
     manifest = {
         "run_id": f"run-{variant}",
         "variant": variant,
-        "status": "completed",
+        "status": run_status,
+        "unfinished": unfinished,
         "started_at": started_at,
         "config": {"dataset": {"path": "d"}, "target": {}, "model": {}, "scorer": {}},
         "judge": {"name": "offline"},
@@ -466,6 +472,106 @@ def test_the_gate_fails_on_errored_items_above_max_error_rate(tmp_path: Path) ->
     assert "regression" not in by_default.stderr + strict.stderr + tolerant.stderr
 
 
+def lead(text: str) -> str:
+    return text.split(". ")[0] + "."
+
+
+def sample_run(run_dir: Path, *, stop_after: int | None = None) -> EvalRunResult:
+    """The offline judge over the bundled sample's first sentences, in ``run_dir`` (variant: its
+    name); told to stop, as Ctrl-C does, once ``stop_after`` items finished."""
+
+    async def run() -> EvalRunResult:
+        stop = asyncio.Event()
+        finished: list[str] = []
+
+        def count(item: ItemResult) -> None:
+            finished.append(item.item_id)
+            if len(finished) == stop_after:
+                stop.set()
+
+        return await run_evals(
+            target=lead,
+            scorers=[create_summarization_scorer("offline")],
+            data=DatasetFile(SAMPLE, FieldMap(input="text")),
+            on_item_complete=count,
+            output_dir=run_dir,
+            variant=run_dir.name,
+            stop=stop,
+            max_items_in_flight=1,
+        )
+
+    return asyncio.run(run())
+
+
+def test_the_gate_fails_on_an_interrupted_run_and_says_how_much_is_unfinished(
+    tmp_path: Path,
+) -> None:
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert sample_run(full).passed
+    stopped = sample_run(part, stop_after=2)
+    assert (stopped.status, stopped.counts.total) == ("interrupted", 2)
+    assert stopped.unfinished == SAMPLE_ITEMS - 2
+    out = tmp_path / "out"
+
+    gated = summeval_compare(
+        "--baseline", str(full), str(full), str(part), "--fail-if-drop", "0", "--out", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    ungated = summeval_compare(str(full), str(part), "--out", str(out), cwd=tmp_path)
+
+    # Its two items scored as the full run's did: no drop, yet 24 items were never judged.
+    assert gated.returncode == 1, gated.stderr
+    assert (
+        f"summeval-compare: gate: part ({part}) is interrupted with {SAMPLE_ITEMS - 2} of "
+        f"{SAMPLE_ITEMS} items unfinished: resume it before gating on it" in gated.stderr
+    )
+    assert "regression" not in gated.stderr
+    assert f"({full})" not in gated.stderr
+    # Without the gate the comparison informs, and says what it covers.
+    assert ungated.returncode == 0, ungated.stderr
+    assert (
+        f"summeval-compare: note: part ({part}) is interrupted with {SAMPLE_ITEMS - 2} of "
+        f"{SAMPLE_ITEMS} items unfinished: its figures cover its 2 finished items only"
+        in ungated.stderr
+    )
+    printed = [line.split() for line in ungated.stdout.splitlines()[:3]]
+    assert printed[1:] == [
+        ["full", "completed", str(SAMPLE_ITEMS), str(SAMPLE_ITEMS), "0", "0", "0"],
+        ["part", "interrupted", "2", "2", "0", "0", str(SAMPLE_ITEMS - 2)],
+    ]
+    saved = duckdb.sql(
+        f"SELECT DISTINCT variant, status, unfinished FROM '{out / 'comparison.parquet'}' "
+        "ORDER BY variant"
+    ).fetchall()
+    assert saved == [("full", "completed", 0), ("part", "interrupted", SAMPLE_ITEMS - 2)]
+    schema = pq.read_schema(out / "comparison.parquet")
+    assert pa.types.is_int64(schema.field("unfinished").type)
+    assert schema.field("status").type in (pa.string(), pa.large_string())
+
+
+@pytest.mark.parametrize(
+    ("status", "unfinished", "message"),
+    [
+        ("aborted", 0, "new ({new}) is aborted: resume it before gating on it"),
+        ("failed", 3, "new ({new}) is failed with 3 of 10 items unfinished: resume it"),
+        ("partial", 5, "new ({new}) is partial with 5 of 10 items unfinished: merge its missing"),
+    ],
+)
+def test_the_gate_fails_on_a_run_that_did_not_complete(
+    tmp_path: Path, status: str, unfinished: int, message: str
+) -> None:
+    scores = baseline_scores(count=10 - unfinished)
+    base = make_run(tmp_path / "base", "base", scores)
+    new = make_run(tmp_path / "new", "new", scores, run_status=status, unfinished=unfinished)
+
+    gated = summeval_compare(
+        str(base), str(new), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
+    )
+
+    assert gated.returncode == 1, gated.stderr
+    assert f"summeval-compare: gate: {message.format(new=new)}" in gated.stderr
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -496,9 +602,11 @@ def test_each_runs_counts_are_in_the_printed_table_and_the_parquet(tmp_path: Pat
 
     assert printed.returncode == 0, printed.stderr
     lines = printed.stdout.splitlines()
-    assert lines[0].split() == ["variant", "items", "scored", "unscorable", "errors"]
-    assert lines[1].split() == ["base", "10", "10", "0", "0"]
-    assert lines[2].split() == ["new", "10", "7", "2", "1"]
+    assert lines[0].split() == [
+        "variant", "status", "items", "scored", "unscorable", "errors", "unfinished"
+    ]  # fmt: skip
+    assert lines[1].split() == ["base", "completed", "10", "10", "0", "0", "0"]
+    assert lines[2].split() == ["new", "completed", "10", "7", "2", "1", "0"]
     saved = duckdb.sql(
         f"SELECT DISTINCT variant, items, scored, unscorable, errors "
         f"FROM '{out / 'comparison.parquet'}' ORDER BY variant"
@@ -614,9 +722,10 @@ def test_generated_ids_over_changed_data_warn_that_changed_rows_are_not_paired(
 
     assert compared.returncode == 0, compared.stderr
     assert (
-        "warning: after and the baseline before have no id column and their datasets differ: "
-        "items were paired by ids derived from their content, so a row changed between them is "
-        "not paired (4 items paired; 1 only in after, 1 only in before)" in compared.stderr
+        "warning: after and the baseline before have no id column: items were paired by ids "
+        "derived from their content (the input, and a precomputed output), so a row whose "
+        "content differs between them is not paired (4 items paired; 1 only in after, 1 only "
+        "in before); give the data an id column to pair its rows by it" in compared.stderr
     )
 
 
@@ -635,7 +744,7 @@ def test_runs_with_their_own_ids_over_changed_data_get_no_content_warning(tmp_pa
     )  # fmt: skip
 
     assert compared.returncode == 0, compared.stderr
-    assert "dataset: after has sha256" in compared.stderr  # the data changed, and it says so
+    assert "dataset: after has inputs sha256" in compared.stderr  # the data changed: it says so
     assert "derived from their content" not in compared.stderr
 
 
@@ -651,3 +760,140 @@ def test_a_browser_test_fails_without_chromium_unless_told_to_skip(
     monkeypatch.setenv(SKIP_BROWSER_TESTS, "1")
     with pytest.raises(pytest.skip.Exception):
         chromium()
+
+
+# The dataset a comparison checks is the documents summarized (issue 16, point 6): not the
+# file's bytes, which change with the rows' order and with the precomputed outputs under test.
+
+
+def test_reordered_rows_without_ids_compare_with_every_item_paired_and_tied(
+    tmp_path: Path,
+) -> None:
+    rows = [json.loads(line) for line in SAMPLE.read_text("utf-8").splitlines()]
+    reordered = tmp_path / "reordered.jsonl"
+    reordered.write_text(
+        "".join(
+            json.dumps({k: v for k, v in row.items() if k != "id"}) + "\n" for row in rows[::-1]
+        ),
+        encoding="utf-8",
+    )
+    forward = run_app(tmp_path / "forward", "dataset.fields.id=null", "runner.progress=false")
+    backward = run_app(tmp_path / "backward", f"dataset.path={reordered}", "runner.progress=false")
+    assert forward.returncode == 0, forward.stderr
+    assert backward.returncode == 0, backward.stderr
+    out = tmp_path / "out"
+
+    compared = summeval_compare(
+        str(tmp_path / "forward"), str(tmp_path / "backward"), "--out", str(out), cwd=tmp_path
+    )
+
+    assert compared.returncode == 0, compared.stderr
+    assert "warning" not in compared.stderr
+    assert "0/0/26      0/0" in compared.stdout
+    comparison = pd.read_parquet(out / "comparison.parquet")
+    paired = comparison[comparison["baseline"].notna()]
+    assert sorted(paired["dimension"]) == ["alignment", "coverage", "score"]
+    for row in paired.to_dict("records"):
+        assert (row["n_paired"], row["better"], row["worse"], row["tied"]) == (
+            SAMPLE_ITEMS, 0, 0, SAMPLE_ITEMS
+        ), row["dimension"]  # fmt: skip
+        assert len(row["items_only_here"]) == len(row["items_only_in_baseline"]) == 0
+
+
+def write_outputs(path: Path, summaries: list[tuple[str, str]], *, ids: bool) -> Path:
+    """A JSONL dataset of (text, summary) rows, with an ``id`` column when ``ids``."""
+    rows = [
+        ({"id": f"doc-{i}"} if ids else {}) | {"text": text, "summary": summary}
+        for i, (text, summary) in enumerate(summaries)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def judge_outputs(dataset: Path, run_dir: Path) -> None:
+    """The offline judge over a dataset's precomputed summaries (field ``summary``)."""
+    asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer("offline")],
+            data=DatasetFile(dataset, FieldMap(input="text", output="summary")),
+            output_dir=run_dir,
+            variant=run_dir.name,
+        )
+    )
+
+
+def test_two_systems_outputs_of_the_same_inputs_compare_and_other_inputs_do_not(
+    tmp_path: Path,
+) -> None:
+    texts = [
+        f"Article {i} says the harbour opened. It cost {i} million. Ships came." for i in range(4)
+    ]
+    short = [(t, t.split(". ")[0] + ".") for t in texts]
+    longer = [(t, ". ".join(t.split(". ")[:2]) + ".") for t in texts]
+    other = [*short[:3], ("Article 3 is another document. It says other things.", "Other.")]
+    for name, rows, ids in (
+        ("short", short, True),
+        ("longer", longer, True),
+        ("other", other, True),
+        ("short-no-ids", short, False),
+        ("longer-no-ids", longer, False),
+    ):
+        judge_outputs(write_outputs(tmp_path / f"{name}.jsonl", rows, ids=ids), tmp_path / name)
+
+    def compare(*names: str) -> Completed:
+        dirs = [str(tmp_path / name) for name in names]
+        return summeval_compare(*dirs, "--out", str(tmp_path / "out"), cwd=tmp_path)
+
+    same_inputs = compare("short", "longer")
+    same_inputs_paired = (
+        pd.read_parquet(tmp_path / "out" / "comparison.parquet")["n_paired"].dropna().tolist()
+    )
+    other_inputs = compare("short", "other")
+    unpaired = compare("short-no-ids", "longer-no-ids")
+
+    assert same_inputs.returncode == 0, same_inputs.stderr
+    assert "warning" not in same_inputs.stderr
+    # Every item paired with its other summary (read before the next comparison overwrote it).
+    assert same_inputs_paired == [4, 4, 4]
+    assert other_inputs.returncode == 2
+    assert "dataset: other has inputs sha256" in other_inputs.stderr
+    # Ids made from input and output differ with the outputs: nothing pairs, and it says why.
+    assert unpaired.returncode == 0, unpaired.stderr
+    assert (
+        "(0 items paired; 4 only in longer-no-ids, 4 only in short-no-ids); give the data an id "
+        "column to pair its rows by it" in unpaired.stderr
+    )
+
+
+def test_lists_of_the_same_inputs_in_another_order_with_other_outputs_compare(
+    tmp_path: Path,
+) -> None:
+    texts = [f"Item {i} opened. It cost {i} million." for i in range(3)]
+
+    def run(name: str, rows: list[dict[str, str]]) -> DatasetInfo:
+        result = asyncio.run(
+            run_evals(
+                scorers=[create_summarization_scorer("offline")],
+                data=rows,
+                output_dir=tmp_path / name,
+                variant=name,
+            )
+        )
+        assert result.manifest is not None
+        assert result.manifest.dataset is not None
+        return result.manifest.dataset
+
+    first = run("first", [{"id": f"d{i}", "input": t, "output": t} for i, t in enumerate(texts)])
+    second = run(
+        "second",
+        [{"id": f"d{i}", "input": t, "output": t[:10]} for i, t in enumerate(texts)][::-1],
+    )
+    other = run("other", [{"id": "d0", "input": "Another item. Other words.", "output": "x"}])
+
+    assert first.sha256 != second.sha256  # a resume over either is refused
+    assert first.inputs_sha256 == second.inputs_sha256
+    assert first.inputs_sha256 != other.inputs_sha256
+    comparison = compare_runs([tmp_path / "second"], baseline=tmp_path / "first")
+    assert comparison["n_paired"].dropna().tolist() == [3, 3, 3]
+    with pytest.raises(InputError, match="dataset: other has inputs sha256"):
+        compare_runs([tmp_path / "first", tmp_path / "other"])

@@ -2,7 +2,8 @@
 
 Exit codes: 0 compared (and, with ``--fail-if-drop``, the gate passed); 1 the gate failed: a
 variant dropped below the baseline by more than the threshold, significantly, or a compared run
-scored no item or errored more than ``--max-error-rate``; 2 bad input (a directory that is not a
+did not complete (items unfinished), scored no item or errored more than ``--max-error-rate``;
+2 bad input (a directory that is not a
 finished run, an option out of range, runs that differ in judge, scale, prompt version or
 dataset without ``--allow-mismatch``).
 """
@@ -29,6 +30,7 @@ from summeval_runner._io._compare import (
     load_runs,
     mismatches,
     regressions,
+    unfinished_runs,
 )
 from summeval_runner._io._report import render_report
 
@@ -63,8 +65,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="X",
         help="exit 1 when a variant is below the baseline by more than X on any dimension, "
-        "and the drop is significant; or when a compared run scored no item, or errored more "
-        "than --max-error-rate",
+        "and the drop is significant; or when a compared run did not complete (interrupted, "
+        "items unfinished), scored no item, or errored more than --max-error-rate",
     )
     parser.add_argument(
         "--max-error-rate",
@@ -106,11 +108,15 @@ def _shortened(label: str, width: int) -> str:
 
 def print_comparison(comparison: pd.DataFrame) -> None:
     width = min(_WIDEST_LABEL, max([7, *(len(str(v)) for v in comparison["variant"])]))
-    print(f"{'variant':<{width}} {'items':>6} {'scored':>6} {'unscorable':>10} {'errors':>6}")
+    print(
+        f"{'variant':<{width}} {'status':<11} {'items':>6} {'scored':>6} {'unscorable':>10} "
+        f"{'errors':>6} {'unfinished':>10}"
+    )
     for row in comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"):
         print(
-            f"{_shortened(str(row['variant']), width):<{width}} {row['items']:>6} "
-            f"{row['scored']:>6} {row['unscorable']:>10} {row['errors']:>6}"
+            f"{_shortened(str(row['variant']), width):<{width}} {row['status']:<11} "
+            f"{row['items']:>6} {row['scored']:>6} {row['unscorable']:>10} {row['errors']:>6} "
+            f"{row['unfinished']:>10}"
         )
     print()
     header = (
@@ -230,13 +236,20 @@ def run(argv: Sequence[str] | None = None) -> int:
     if not args.no_report:
         report = render_report(loaded, base, comparison, args.out / "report.html")
         print(f"report: {report}")
-    if args.fail_if_drop is not None:
-        # A run that measured nothing, or errored, has no drop to find: the gate fails on it
-        # whatever its scores say.
+    if args.fail_if_drop is None:
+        for unfinished in unfinished_runs(comparison):
+            print(
+                f"summeval-compare: note: {unfinished.state}: its figures cover its "
+                f"{unfinished.items} finished items only",
+                file=sys.stderr,
+            )
+    else:
+        # A run that did not finish, measured nothing, or errored has no drop to find (or not
+        # yet): the gate fails on it whatever its scores say, as the run's own gate would.
         broken = broken_runs(comparison, args.max_error_rate or 0.0)
         for broken_run in broken:
             print(f"summeval-compare: gate: {broken_run.describe()}", file=sys.stderr)
-        if any(broken_run.scored for broken_run in broken):
+        if any(broken_run.failure == "errors" for broken_run in broken):
             print(
                 "summeval-compare: gate: see error_type and error_message in items.parquet; "
                 "--max-error-rate sets the share of errored items allowed",

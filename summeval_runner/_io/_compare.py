@@ -6,8 +6,10 @@ paired sign-flip permutation test. Items that one run has and the other lacks ar
 
 Only runs that measure alike are compared: the same judge, scale, prompt version and dataset
 (``mismatches``); runs that differ there are refused unless the caller allows it. The gate fails
-on a significant drop (``regressions``) and, whatever the scores, on a run that scored nothing
-or errored more than allowed (``broken_runs``): a run whose every item failed has no drop.
+on a significant drop (``regressions``) and, whatever the scores, on a run that a run's own gate
+would not pass (``broken_runs``, by ``gate_failure``): one that did not complete or left items
+unfinished, scored nothing, or errored more than allowed. A run whose every item failed has no
+drop, and a run stopped early may have had none yet.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pandas as pd
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
+from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
 
@@ -34,10 +37,12 @@ COMPARISON_COLUMNS = [
     "variant",
     "run_dir",
     "run_id",
+    "status",
     "items",
     "scored",
     "unscorable",
     "errors",
+    "unfinished",
     "dimension",
     "n",
     "mean",
@@ -143,19 +148,40 @@ def _scale(run: Run) -> float | None:
 
 
 def _dataset(run: Run) -> str | None:
+    """The dataset's fingerprint as recorded: its file's SHA-256."""
     return run.manifest.dataset.sha256 if run.manifest.dataset is not None else None
+
+
+def _inputs(run: Run) -> str | None:
+    """The SHA-256 of the dataset's inputs, whatever their order and outputs; None for runs
+    that did not record it (a stream, an older run)."""
+    return run.manifest.dataset.inputs_sha256 if run.manifest.dataset is not None else None
+
+
+def _same_dataset(run: Run, reference: Run) -> tuple[bool, str, str]:
+    """Whether two runs read the same dataset, and each one's fingerprint as shown.
+
+    The documents summarized make the dataset: two runs whose inputs are the same compare,
+    whatever the rows' order and whatever precomputed outputs (the systems under test) the
+    files hold. Runs that did not both record their inputs' hash compare by file bytes.
+    """
+    ours, theirs = _inputs(run), _inputs(reference)
+    if ours is not None and theirs is not None:
+        return ours == theirs, f"inputs sha256 {ours[:12]}", f"inputs sha256 {theirs[:12]}"
+    ours, theirs = _dataset(run), _dataset(reference)
+    return ours == theirs, _shown("dataset", ours, None), _shown("dataset", theirs, None)
 
 
 def _prompt_version(run: Run) -> str | None:
     return run.manifest.prompt_version
 
 
-# What decides an item's score besides the summary: runs that differ here measure differently.
+# What decides an item's score besides the summary: runs that differ here measure differently
+# (and the dataset, by ``_same_dataset``).
 _DECIDING: dict[str, Callable[[Run], Any]] = {
     "judge": _judge,
     "scale": _scale,
     "prompt version": _prompt_version,
-    "dataset": _dataset,
 }
 
 
@@ -195,6 +221,7 @@ def mismatches(runs: Sequence[Run], base: Run | None) -> list[Mismatch]:
     for run in runs:
         if reference is None or run is reference:
             continue
+        reference_label = reference.variant if base is None else f"the baseline {base.variant}"
         for setting, read in _DECIDING.items():
             ours, theirs = read(run), read(reference)
             if ours == theirs:
@@ -209,9 +236,14 @@ def mismatches(runs: Sequence[Run], base: Run | None) -> list[Mismatch]:
                     setting,
                     run.variant,
                     _shown(setting, ours, keys),
-                    reference.variant if base is None else f"the baseline {base.variant}",
+                    reference_label,
                     _shown(setting, theirs, keys),
                 )
+            )
+        same, ours_shown, theirs_shown = _same_dataset(run, reference)
+        if not same:
+            found.append(
+                Mismatch("dataset", run.variant, ours_shown, reference_label, theirs_shown)
             )
     return found
 
@@ -241,8 +273,9 @@ def _ids(run: Run) -> str | None:
 
 @dataclass(frozen=True)
 class ContentPairing:
-    """A run and the baseline whose ids were both generated from content, over datasets that
-    differ: a row changed between them has another id in each, so it is not paired."""
+    """A run and the baseline whose ids were both generated from content, with items that did
+    not pair: a row whose input (or precomputed output) differs between them has another id in
+    each, so it is not paired."""
 
     variant: str
     baseline: str
@@ -252,23 +285,27 @@ class ContentPairing:
 
     def describe(self) -> str:
         return (
-            f"{self.variant} and the baseline {self.baseline} have no id column and their "
-            f"datasets differ: items were paired by ids derived from their content, so a row "
-            f"changed between them is not paired ({self.paired} items paired; "
-            f"{self.only_here} only in {self.variant}, "
-            f"{self.only_in_baseline} only in {self.baseline})"
+            f"{self.variant} and the baseline {self.baseline} have no id column: items were "
+            f"paired by ids derived from their content (the input, and a precomputed output), "
+            f"so a row whose content differs between them is not paired ({self.paired} items "
+            f"paired; {self.only_here} only in {self.variant}, "
+            f"{self.only_in_baseline} only in {self.baseline}); give the data an id column "
+            f"to pair its rows by it"
         )
 
 
 def content_pairings(runs: Sequence[Run], base: Run | None) -> list[ContentPairing]:
-    """The runs paired with the baseline by ids generated from content over changed data."""
+    """The runs paired with the baseline by ids generated from content, where some items did
+    not pair (rows in another order pair: their ids are the same)."""
     if base is None or _ids(base) != "generated":
         return []
     found = []
     for run in runs:
-        if run is base or _ids(run) != "generated" or _dataset(run) == _dataset(base):
+        if run is base or _ids(run) != "generated":
             continue
         here, there = set(run.items.index), set(base.items.index)
+        if here == there:
+            continue
         found.append(
             ContentPairing(
                 run.variant, base.variant, len(here & there), len(here - there), len(there - here)
@@ -312,8 +349,10 @@ def compare_runs(
     scored: mean difference, paired bootstrap 95% interval, permutation p-value, items better /
     worse / tied, the items only one of them has, and the items that dropped most.
 
-    Runs whose judge, scale, prompt version or dataset (its SHA-256) differ from the baseline's
-    (or the first run's) raise ``InputError`` naming each difference, unless ``allow_mismatch``.
+    Runs whose judge, scale, prompt version or dataset (the SHA-256 of its inputs, whatever
+    their order and outputs; of its file for runs that did not record it) differ from the
+    baseline's (or the first run's) raise ``InputError`` naming each difference, unless
+    ``allow_mismatch``. Each run's manifest ``status`` and ``unfinished`` items are in its rows.
     """
     runs, base = load_runs(run_dirs, baseline)
     return compare_loaded(runs, base, seed=seed, alpha=alpha, allow_mismatch=allow_mismatch)
@@ -346,6 +385,8 @@ def compare_loaded(
                 "variant": run.variant,
                 "run_dir": str(run.path),
                 "run_id": run.run_id,
+                "status": run.manifest.status,
+                "unfinished": run.manifest.unfinished or 0,
                 **counts,
                 "dimension": dimension,
                 "n": len(values),
@@ -432,20 +473,38 @@ def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
 
 @dataclass(frozen=True)
 class BrokenRun:
-    """A compared run the gate cannot pass, whatever its scores: it scored no item, or more of
-    its items errored than allowed."""
+    """A compared run the gate cannot pass, whatever its scores (``gate_failure``): it did not
+    complete, or left items unfinished; it scored no item; or more of its items errored than
+    allowed."""
 
     variant: str
     run_dir: str
+    status: str
     items: int
     scored: int
     unscorable: int
     errors: int
+    unfinished: int
     max_error_rate: float
+    failure: GateFailure
+
+    @property
+    def state(self) -> str:
+        """ "part (<dir>) is interrupted with 24 of 26 items unfinished"."""
+        left = (
+            f" with {self.unfinished} of {self.items + self.unfinished} items unfinished"
+            if self.unfinished
+            else ""
+        )
+        return f"{self.variant} ({self.run_dir}) is {self.status}{left}"
 
     def describe(self) -> str:
         where = f"{self.variant} ({self.run_dir})"
-        if not self.scored:
+        if self.failure == "unfinished":
+            # A partial merge lacks shards: resuming the merge cannot bring their items.
+            remedy = "merge its missing shards" if self.status == "partial" else "resume it"
+            return f"{self.state}: {remedy} before gating on it"
+        if self.failure == "unscored":
             return (
                 f"{where} scored no item ({self.items} items: {self.unscorable} unscorable, "
                 f"{self.errors} errors): it measured nothing"
@@ -456,25 +515,50 @@ class BrokenRun:
         )
 
 
+def _runs_of(comparison: pd.DataFrame) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = comparison.drop_duplicates(["variant", "run_dir"]).to_dict(
+        "records"
+    )
+    return rows
+
+
+def _broken(row: Mapping[str, Any], max_error_rate: float) -> BrokenRun | None:
+    counts = RunCounts(
+        total=int(row["items"]),
+        scored=int(row["scored"]),
+        unscorable=int(row["unscorable"]),
+        errors=int(row["errors"]),
+    )
+    status, unfinished = str(row["status"]), int(row["unfinished"])
+    failure = gate_failure(status, unfinished, counts, max_error_rate)
+    if failure is None:
+        return None
+    return BrokenRun(
+        str(row["variant"]),
+        str(row["run_dir"]),
+        status,
+        counts.total,
+        counts.scored,
+        counts.unscorable,
+        counts.errors,
+        unfinished,
+        max_error_rate,
+        failure,
+    )
+
+
 def broken_runs(comparison: pd.DataFrame, max_error_rate: float) -> list[BrokenRun]:
-    """The compared runs (baseline included) that scored no item, or whose share of errored
-    items is above ``max_error_rate``, read from the comparison's counts."""
-    found = []
-    for row in comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"):
-        items, scored, errors = int(row["items"]), int(row["scored"]), int(row["errors"])
-        if scored == 0 or errors / items > max_error_rate:
-            found.append(
-                BrokenRun(
-                    str(row["variant"]),
-                    str(row["run_dir"]),
-                    items,
-                    scored,
-                    int(row["unscorable"]),
-                    errors,
-                    max_error_rate,
-                )
-            )
-    return found
+    """The compared runs (baseline included) that the gate cannot pass, read from the
+    comparison's status and counts: by the rule of a run's own gate (``gate_failure``)."""
+    found = (_broken(row, max_error_rate) for row in _runs_of(comparison))
+    return [broken for broken in found if broken is not None]
+
+
+def unfinished_runs(comparison: pd.DataFrame) -> list[BrokenRun]:
+    """The compared runs that did not complete or left items unfinished: their figures cover
+    their finished items only."""
+    found = (_broken(row, 1.0) for row in _runs_of(comparison))
+    return [broken for broken in found if broken is not None and broken.failure == "unfinished"]
 
 
 def find_runs(folder: Path) -> list[Run]:

@@ -8,9 +8,10 @@ journal) wrote it: 1 for runs written before the journal held item records, 2 si
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -78,14 +79,34 @@ class _Part(BaseModel):
 
 
 class DatasetInfo(_Part):
-    """The dataset a run read: its file (when it was one), its items, its content's hash, and
-    whether its ids were the data's own or generated from the items' content (``None``: not
-    recorded)."""
+    """The dataset a run read: its file (when it was one), its items, its content's hash, the
+    hash of its inputs, and whether its ids were the data's own or generated from the items'
+    content (``None``: not recorded).
+
+    ``sha256`` is the file's bytes (of a list: its ids, inputs and outputs in order): a resume
+    over changed data is refused by it. ``inputs_sha256`` is what the documents summarized are,
+    whatever the rows' order and their precomputed outputs (the systems under test): the SHA-256
+    of the sorted SHA-256s of each item's input as canonical JSON (``inputs_fingerprint``).
+    Runs whose inputs are the same compare; none for a stream, whose rows are not read ahead.
+    """
 
     path: str | None = None
     items: int | None = None
     sha256: str | None = None
+    inputs_sha256: str | None = None
     ids: Literal["given", "generated"] | None = None
+
+
+def input_sha256(value: Any) -> str:
+    """The SHA-256 of one item's input as canonical JSON (keys sorted, text as is)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def inputs_fingerprint(digests: Iterable[str]) -> str:
+    """``DatasetInfo.inputs_sha256`` from each item's ``input_sha256``: sorted first, so the
+    same rows in another order have the same fingerprint."""
+    return hashlib.sha256("\n".join(sorted(digests)).encode("ascii")).hexdigest()
 
 
 class ShardInfo(_Part):

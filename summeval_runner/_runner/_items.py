@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
-from summeval_runner._io._manifest import DatasetInfo
+from summeval_runner._io._manifest import DatasetInfo, input_sha256, inputs_fingerprint
 from summeval_runner._io._shards import Shard
 from summeval_runner._messages import check_readable
 from summeval_runner._scorers._summarization import SummarizationScorer
@@ -144,15 +144,21 @@ def prepare(
 
         count = selected = 0
         first: Item | None = None
+        inputs: list[str] = []
         for _, item in checked(IdAllocator()):
             if first is None:
                 first = item
             count += 1
             selected += wanted(item)
+            inputs.append(input_sha256(item.input))
         if first is None:
             raise DatasetError(f"{data.path}: the dataset has no rows")
         info = DatasetInfo(
-            path=str(data.path), items=count, sha256=data.sha256(), ids=_file_ids(data, first)
+            path=str(data.path),
+            items=count,
+            sha256=data.sha256(),
+            inputs_sha256=inputs_fingerprint(inputs),
+            ids=_file_ids(data, first),
         )
         return Items(lambda: chosen(checked(IdAllocator())), selected, info)
     if isinstance(data, Sequence):
@@ -162,6 +168,7 @@ def prepare(
         info = DatasetInfo(
             items=len(items),
             sha256=_fingerprint(items),
+            inputs_sha256=inputs_fingerprint(input_sha256(item.input) for item in items),
             ids="generated" if generated else "given",
         )
         return Items(lambda: chosen(enumerate(items)), sum(map(wanted, items)), info)

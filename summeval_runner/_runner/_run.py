@@ -30,7 +30,7 @@ from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._record import RunPlan, RunRecorder, final_status, unfinished_items
 from summeval_runner._runner._setup import describe_setup
-from summeval_runner._scorers._outcome import ItemResult, RunCounts
+from summeval_runner._scorers._outcome import ItemResult, RunCounts, gate_failure
 from summeval_runner._secrets import scrub
 
 logger = logging.getLogger("summeval_runner")
@@ -81,13 +81,10 @@ class EvalRunResult:
     @property
     def passed(self) -> bool:
         """What a CI gate on the run should check: the run finished every item, scored at
-        least one, and had no more errors than ``max_error_rate`` allows."""
-        return (
-            self.status == "completed"
-            and not self.unfinished
-            and self.counts.scored > 0
-            and self.error_rate <= self.max_error_rate
-        )
+        least one, and had no more errors than ``max_error_rate`` allows (the rule
+        ``summeval-compare --fail-if-drop`` applies to the runs it compares)."""
+        failure = gate_failure(self.status, self.unfinished, self.counts, self.max_error_rate)
+        return failure is None
 
 
 def _scorer_ids(scorers: Sequence[Scorer]) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -147,3 +147,31 @@ class RunCounts(BaseModel):
     def error_rate(self) -> float:
         """The share of finished items that ended in error (0 when none finished)."""
         return self.errors / self.total if self.total else 0.0
+
+
+GateFailure = Literal["unfinished", "unscored", "errors"]
+
+
+def gate_failure(
+    status: str, unfinished: int, counts: RunCounts, max_error_rate: float
+) -> GateFailure | None:
+    """Why a CI gate must not pass a run, or ``None`` when it may: the one rule for a run's own
+    gate (``EvalRunResult.passed``) and ``summeval-compare --fail-if-drop``.
+
+    A run passes when it ``completed`` with no item unfinished (else ``unfinished``: its figures
+    cover part of its items), scored at least one item (else ``unscored``: it measured nothing)
+    and errored on no larger share of its finished items than ``max_error_rate`` (else
+    ``errors``).
+
+    >>> gate_failure("interrupted", 24, RunCounts(total=2, scored=2), 0.0)
+    'unfinished'
+    >>> gate_failure("completed", 0, RunCounts(total=4, scored=3, errors=1), 0.25) is None
+    True
+    """
+    if status != "completed" or unfinished:
+        return "unfinished"
+    if counts.scored == 0:
+        return "unscored"
+    if counts.error_rate > max_error_rate:
+        return "errors"
+    return None
