@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, quote_plus, unquote
 
 REDACTED = "***"
 MIN_SECRET_LENGTH = 8
@@ -94,8 +94,11 @@ def register_url_secrets(url: str | None) -> None:
     for name, value in _URL_QUERY_PARAMETER.findall(url.split("#", 1)[0]):
         if value and _SECRET_PARAMETER.search(unquote(name)):
             _register(f"{name}={value}", f"{name}={REDACTED}")
-            register_secret(value)
-            register_secret(unquote(value))
+            # Every spelling the value may take on its way: as written, decoded, and encoded
+            # again the ways HTTP clients do ("/" kept or not, "+" for spaces).
+            plain = unquote(value)
+            for form in {value, plain, quote(plain, safe=""), quote(plain), quote_plus(plain)}:
+                register_secret(form)
 
 
 def known_secrets() -> dict[str, str]:

@@ -424,6 +424,10 @@ class ChatServer:
             def send_broken(self, answer: BrokenReply) -> None:
                 self.close_connection = True
                 page = BROKEN_PAGE
+                if server.echo_credentials and answer.kind != "cut":
+                    # A gateway's error page that quotes the request's credentials early on.
+                    auth = self.headers.get("authorization", "")
+                    page = f"<html>Authorization: {auth} was refused</html>".encode()
                 if answer.kind == "cut":
                     page = b'{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{'
                 self.send_response(200)

@@ -255,3 +255,78 @@ def test_the_help_states_every_exit_code_the_app_returns(tmp_path: Path) -> None
         assert re.search(rf"^\s+{code}\s+\S", completed.stdout, re.MULTILINE), code
     assert re.search(r"\b130\b.*\b143\b", completed.stdout)
     assert "outage_timeout_s" in completed.stdout
+
+
+# --- found by trying to break it ---------------------------------------------------------------
+
+MORE_BAD_INPUT = [
+    # A lone surrogate: valid JSON, but no UTF-8 can hold it; found at the check, not when the
+    # judged item's record cannot be written (and again at every resume).
+    (
+        ("dataset.path={dir}/surrogate.jsonl",),
+        "{dir}/surrogate.jsonl row 2: field 'text' (dataset.fields.input) holds text that "
+        "cannot be written as UTF-8 (a lone surrogate, '\\ud800' at character 6)",
+    ),
+    (("model.base_url='http://[::1'",), "model: base_url is not a URL (Invalid IPv6 URL)"),
+    # What a printed resume command shows of a credential: sent as it is, the judge would
+    # refuse it.
+    (
+        ("model.base_url='http://127.0.0.1:9/v1?key=***'",),
+        "holds *** where a credential was redacted",
+    ),
+    # The agent's endpoint is checked as the judge's is.
+    (
+        ("target=llm_summarizer", "target.base_url=ftp://agent.example/v1"),
+        "base_url must be an http:// or https:// URL (http://localhost:8000/v1), got "
+        "'ftp://agent.example/v1'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), MORE_BAD_INPUT)
+def test_more_bad_input_exits_2_before_any_call(
+    overrides: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "surrogate.jsonl").write_text(
+        '{"id": "a", "text": "One."}\n{"id": "b", "text": "Hello \\ud800 there."}\n',
+        encoding="utf-8",
+    )
+    run_dir = tmp_path / "run"
+
+    completed = run_app(
+        run_dir,
+        "model=openai",
+        "model.base_url=http://127.0.0.1:9/v1",
+        *(override.format(dir=tmp_path) for override in overrides),
+        env={"OPENAI_API_KEY": "sk-test-0123456789"},
+    )
+
+    assert completed.returncode == 2, completed.stderr
+    assert message.format(dir=tmp_path) in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert not run_dir.exists()
+
+
+def test_sys_exit_in_an_agent_or_a_scorer_is_an_item_error_not_the_end_of_the_run() -> None:
+    def agent(text: str) -> str:
+        if text.startswith("Document 1 "):
+            raise SystemExit(0)
+        return "S."
+
+    class Quitter:
+        id = "quitter"
+
+        async def run(self, *, input: Any, output: Any) -> float:
+            if input.startswith("Document 2 "):
+                raise SystemExit(0)
+            return 1.0
+
+    result = asyncio.run(run_evals(target=agent, scorers=[Quitter()], data=DATA[:4]))
+
+    assert (result.counts.total, result.counts.errors) == (4, 2)
+    assert not result.passed  # never "completed" with items silently gone
+    by_id = {item.item_id: item for item in result.items}
+    assert by_id["d1"].error is not None
+    assert (by_id["d1"].error.type, by_id["d1"].error.step) == ("SystemExit", "target")
+    assert by_id["d2"].error is not None
+    assert (by_id["d2"].error.type, by_id["d2"].error.step) == ("SystemExit", "scorer")

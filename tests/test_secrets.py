@@ -289,3 +289,42 @@ def test_a_hook_failure_that_quotes_a_key_is_logged_without_it(
 
     assert "refused with Bearer ***" in caplog.text
     assert key not in caplog.text
+
+
+def test_a_gateway_page_that_quotes_the_key_leaves_no_part_of_it(
+    echoing_server: ChatServer, tmp_path: Path
+) -> None:
+    from tests.chat_server import BrokenReply
+
+    # A 200 text/html page whose first 80 characters hold the key: the error message quotes
+    # the page's start, which must be scrubbed before it is cut (a key cut in two is no longer
+    # found whole).
+    key = "zq9" + secrets.token_hex(40)  # longer than what is left of the 80 characters
+    echoing_server.fail_every_request(BrokenReply("html"))
+    run_dir = tmp_path / "run"
+
+    completed = run_app(
+        run_dir,
+        "model=openai",
+        f"model.base_url={echoing_server.base_url}",
+        "model.api_key_env=GATEWAY_CRED",
+        "dataset.limit=1",
+        "runner.retry.max_attempts=2",
+        "runner.retry.base_delay_s=0",
+        f"runner.cache_path={tmp_path / 'cache.sqlite'}",
+        "runner.progress=false",
+        env={"GATEWAY_CRED": key},
+    )
+
+    assert completed.returncode == 1, completed.stderr
+    message = table(run_dir, "items")["error_message"][0]
+    assert "was not JSON: it began '<html>Authorization: Bearer ***" in message
+    assert_nowhere([key[:12]], tmp_path, completed.stdout, completed.stderr)
+
+
+def test_a_query_credential_is_scrubbed_however_the_client_encodes_it() -> None:
+    register_url_secrets("http://127.0.0.1:9/v1?sig=zq9Sas%2Bab%2Fcd%3D")
+
+    # The client sends "/" unescaped; a log may show it decoded.
+    assert scrub("GET /v1/?sig=zq9Sas%2Bab/cd%3D") == "GET /v1/?sig=***"
+    assert scrub("sig is zq9Sas+ab/cd=") == "sig is ***"

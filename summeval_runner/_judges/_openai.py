@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import openai
@@ -29,7 +30,13 @@ from summeval_runner._errors import (
     MissingAPIKeyError,
 )
 from summeval_runner._judges._protocol import AsyncClosing, JudgeReply, JudgeRequest, TokenUsage
-from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
+from summeval_runner._secrets import (
+    REDACTED,
+    redact_url,
+    register_secret,
+    register_url_secrets,
+    scrub,
+)
 
 # Sent when api_key_env is None: local servers (vLLM, Ollama, llama.cpp) want no key, but the SDK
 # requires one.
@@ -86,13 +93,7 @@ class OpenAIChat:
         # Resolved here as the SDK would, so that the endpoint can be named (in cache keys, errors).
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
         register_url_secrets(self.base_url)
-        if "@" in self.base_url.split("//", 1)[-1].split("/", 1)[0]:
-            # The SDK's HTTP client refuses every request of such a URL (it sends the key in
-            # the same Authorization header), so it is refused here, before any call.
-            raise ConfigError(
-                f"base_url {redact_url(self.base_url)} carries a user name or password, which "
-                "cannot be sent beside the API key; put the key in the variable api_key_env names"
-            )
+        check_base_url(self.base_url)
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         if api_key_env is None:
@@ -439,12 +440,41 @@ def _connection_error(error: openai.APIConnectionError, base_url: str) -> JudgeA
     return JudgeAPIError(f"the connection to the judge at {base_url} failed: {_detail(causes)}")
 
 
+def check_base_url(base_url: str) -> None:
+    """Refuse, before any call, a ``base_url`` no request could go to (``ConfigError``; what it
+    shows of the URL is redacted): not http(s) (``localhost:8000``, ``ftp://...``), not a URL
+    (``http://[::1``), a credential the client cannot send (``user:password@``: the SDK sends
+    the key in the same Authorization header), or ``***`` where a printed or written URL had a
+    credential redacted (sent as it is, the judge would refuse it as a key)."""
+    shown = redact_url(base_url).split("?")[0]
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - parsed here so that a bad port is refused now
+    except ValueError as error:
+        raise ConfigError(f"base_url is not a URL ({error}): got {shown!r}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"base_url must be an http:// or https:// URL (http://localhost:8000/v1), got {shown!r}"
+        )
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"base_url {redact_url(base_url)} carries a user name or password, which cannot be "
+            "sent beside the API key; put the key in the variable api_key_env names"
+        )
+    if REDACTED in unquote(base_url):
+        raise ConfigError(
+            f"base_url {shown!r} holds {REDACTED} where a credential was redacted when the URL "
+            "was printed or written; give the credential itself"
+        )
+
+
 def _not_json(base_url: str, body: str) -> JudgeAPIError:
     """An HTTP 200 whose body is not JSON; retried, since a proxy or a restarting server sends
     such pages for a moment."""
     if not body.strip():
         return JudgeAPIError(f"the judge's reply from {base_url} was not JSON: the body was empty")
-    start = body.strip()[:80]
+    # Scrubbed before it is cut: a key cut in two would no longer be found.
+    start = scrub(body.strip())[:80]
     return JudgeAPIError(f"the judge's reply from {base_url} was not JSON: it began {start!r}")
 
 

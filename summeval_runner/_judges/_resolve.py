@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,21 +53,8 @@ def _build(provider: str, settings: dict[str, Any], given: str) -> Judge:
     if provider == "openai":
         if not settings.get("name"):
             raise ConfigError(f"an openai judge needs a model name ('openai/<name>'), got {given}")
-        _check_base_url(settings.get("base_url"))
         return OpenAIJudge(openai_config_from(settings))
     raise ConfigError(
         f"unknown judge provider {provider!r} in model {given}; "
         f"expected one of: {', '.join(PROVIDERS)}"
-    )
-
-
-def _check_base_url(base_url: Any) -> None:
-    """Refuse a ``base_url`` the SDK cannot reach (``localhost:8000``, ``ftp://...``) now,
-    instead of failing every judge call; credentials in it are not echoed. Empty or null: the
-    SDK's default (``OPENAI_BASE_URL``, else OpenAI's API)."""
-    if not base_url or (isinstance(base_url, str) and re.match(r"(?i)https?://[^/]", base_url)):
-        return
-    shown = re.sub(r"^([^/?#]*//)?[^/?#]*@", r"\1***@", str(base_url)).split("?")[0]
-    raise ConfigError(
-        f"base_url must be an http:// or https:// URL (http://localhost:8000/v1), got {shown!r}"
     )

@@ -64,6 +64,15 @@ async def _call_target(target: Callable[[Any], Any], input: Any) -> Any:
     return await output if inspect.isawaitable(output) else output
 
 
+async def _run_scorer(scorer: Any, input: Any, output: Any) -> Any:
+    """A scorer's result; a ``SystemExit`` it raised, as a value. Raised in the task gather
+    makes of it, asyncio would let it out of the event loop and end the run with its code."""
+    try:
+        return await scorer.run(input=input, output=output)
+    except SystemExit as exit_:
+        return exit_
+
+
 class Batch:
     """One call of ``run_evals``: its parts, its bounds, and what it has gathered so far."""
 
@@ -308,7 +317,9 @@ class Batch:
                     )
             except JudgeUnavailableError:
                 raise  # an agent behind a refused key fails every item the same way
-            except Exception as error:
+            except (Exception, SystemExit) as error:
+                # sys.exit() in an agent is the agent's failure, not the run's end: let out, it
+                # would end the run with the agent's code (0 for nothing done).
                 latency = time.perf_counter() - started
                 return self.failed(item, _error(error, "target"), output=None, latency=latency)
             latency = time.perf_counter() - started
@@ -327,7 +338,7 @@ class Batch:
     async def score(self, input: Any, output: Any) -> dict[str, Any]:
         """Every scorer's result, or the ErrorInfo of the scorer that raised."""
         outcomes = await asyncio.gather(
-            *(scorer.run(input=input, output=output) for scorer in self.scorers),
+            *(_run_scorer(scorer, input, output) for scorer in self.scorers),
             return_exceptions=True,
         )
         results: dict[str, Any] = {}
@@ -336,10 +347,10 @@ class Batch:
                 raise outcome
             # A scorer that raised CancelledError on its own (a cancellation of the item would
             # have been raised here, not returned) failed this item like any other error.
-            if isinstance(outcome, Exception | asyncio.CancelledError):
+            if isinstance(outcome, Exception | asyncio.CancelledError | SystemExit):
                 outcome = _error(outcome, "scorer")
             elif isinstance(outcome, BaseException):
-                raise outcome  # an interrupt (KeyboardInterrupt, SystemExit) is not an item's
+                raise outcome  # an interrupt (KeyboardInterrupt) is not an item's
             elif unreadable(outcome):
                 outcome = ErrorInfo(
                     step="scorer",

@@ -53,6 +53,25 @@ class Reads:
 _NAMES = {"input": "'input'", "output": "'output'"}
 
 
+def _unwritable(value: Any) -> str | None:
+    """The first character of ``value`` (text, or text nested in lists and mappings) that UTF-8
+    cannot encode, as ``\\udXXX at character N``; None when all of it can be written."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return f"{value[error.start]!r} at character {error.start}"
+        return None
+    if isinstance(value, Mapping):
+        return next(
+            (bad for part in (*value.keys(), *value.values()) if (bad := _unwritable(part))),
+            None,
+        )
+    if isinstance(value, list | tuple):
+        return next((bad for part in value if (bad := _unwritable(part))), None)
+    return None
+
+
 def _as_item(
     raw: Mapping[str, Any] | Item,
     index: int,
@@ -95,6 +114,22 @@ def _as_item(
             raise error(f"{where}: {names[name]} must be text or chat messages, got {shown(value)}")
     if not has_target and item.output is None:
         raise InputError(f"{where}: no 'output', and no target to produce one")
+    for name, value in (
+        ("id", item.id),
+        ("input", item.input),
+        ("output", item.output),
+        ("ground_truth", item.ground_truth),
+        ("metadata", item.metadata),
+    ):
+        bad = _unwritable(value)
+        if bad is not None:
+            # Found here, not when the finished item's record cannot be written: by then its
+            # judge calls are paid for, and every resume would pay for them again.
+            label = names.get(name, f"'{name}'")
+            raise error(
+                f"{where}: {label} holds text that cannot be written as UTF-8 "
+                f"(a lone surrogate, {bad}); fix the data's escapes"
+            )
     for name, read in (("input", reads.input), ("output", reads.output)):
         if read:
             try:
