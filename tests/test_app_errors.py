@@ -21,6 +21,7 @@ BAD_DATA = {
     "nested.jsonl": '{"id": "a", "text": [{"role": "user", "content": [["Two."]]}]}\n',
     "latin1.jsonl": '{"id": "a", "text": "One."}\n{"id": "b", "text": "caf\u00e9"}\n',
     "a_directory.jsonl": None,
+    "unterminated.csv": 'id,text\na,"unterminated. One.\nb,second. row\n',
 }
 CASES = [
     ("dataset.path={dir}/missing.jsonl", "dataset.path: no such file: {dir}/missing.jsonl"),
@@ -41,6 +42,7 @@ CASES = [
     ("dataset.path={dir}/object.jsonl", "{dir}/object.jsonl row 2: the scorer cannot read this input: field 'text' (dataset.fields.input): a mapping must hold a message ('role', 'content') or a list under one of messages"),
     ("dataset.path={dir}/nested.jsonl", "{dir}/nested.jsonl row 1: the scorer cannot read this input: field 'text' (dataset.fields.input) message 0 part 0: a content part must be a string or a mapping, got list ['Two.']"),
     ("dataset.path={dir}/latin1.jsonl", "{dir}/latin1.jsonl line 2: not valid UTF-8 at byte offset 52"),
+    ("dataset.path={dir}/unterminated.csv", "{dir}/unterminated.csv line 2: not valid CSV: a quoted field that starts in this row is never closed"),
     ("dataset.path={dir}/a_directory.jsonl", "dataset.path: {dir}/a_directory.jsonl is a directory; name a JSONL, CSV or Parquet file"),
     ("model.base_url=ftp://judge.example/v1", "model: base_url must be an http:// or https:// URL (http://localhost:8000/v1), got 'ftp://judge.example/v1'"),
     ("model.base_url=localhost:8000/v1", "got 'localhost:8000/v1'"),
