@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from summeval_runner._cli import _app
+from summeval_runner._io._journal import locked
 from tests.app import Completed, run_app, run_command
 from tests.chat_server import ChatServer
 
@@ -20,6 +21,7 @@ BAD_DATA = {
     "nested.jsonl": '{"id": "a", "text": [{"role": "user", "content": [["Two."]]}]}\n',
     "latin1.jsonl": '{"id": "a", "text": "One."}\n{"id": "b", "text": "caf\u00e9"}\n',
     "a_directory.jsonl": None,
+    "unterminated.csv": 'id,text\na,"unterminated. One.\nb,second. row\n',
 }
 CASES = [
     ("dataset.path={dir}/missing.jsonl", "dataset.path: no such file: {dir}/missing.jsonl"),
@@ -40,6 +42,7 @@ CASES = [
     ("dataset.path={dir}/object.jsonl", "{dir}/object.jsonl row 2: the scorer cannot read this input: field 'text' (dataset.fields.input): a mapping must hold a message ('role', 'content') or a list under one of messages"),
     ("dataset.path={dir}/nested.jsonl", "{dir}/nested.jsonl row 1: the scorer cannot read this input: field 'text' (dataset.fields.input) message 0 part 0: a content part must be a string or a mapping, got list ['Two.']"),
     ("dataset.path={dir}/latin1.jsonl", "{dir}/latin1.jsonl line 2: not valid UTF-8 at byte offset 52"),
+    ("dataset.path={dir}/unterminated.csv", "{dir}/unterminated.csv line 2: not valid CSV: a quoted field that starts in this row is never closed"),
     ("dataset.path={dir}/a_directory.jsonl", "dataset.path: {dir}/a_directory.jsonl is a directory; name a JSONL, CSV or Parquet file"),
     ("model.base_url=ftp://judge.example/v1", "model: base_url must be an http:// or https:// URL (http://localhost:8000/v1), got 'ftp://judge.example/v1'"),
     ("model.base_url=localhost:8000/v1", "got 'localhost:8000/v1'"),
@@ -105,6 +108,66 @@ def test_a_run_directory_that_holds_a_run_is_not_reused(tmp_path: Path) -> None:
     assert f"{run_dir} already holds a run; choose another directory" in again.stderr
     assert f"runner.resume={run_dir}" in again.stderr
     assert {path: path.read_bytes() for path in run_dir.glob("*.parquet")} == before
+
+
+def hydra_files(run_dir: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in (run_dir / ".hydra").glob("*.yaml")}
+
+
+def test_a_run_refused_from_a_directory_that_holds_a_run_leaves_its_hydra_files(
+    tmp_path: Path,
+) -> None:
+    """Hydra writes .hydra/ before the job runs: the refusal comes before it."""
+    run_dir = tmp_path / "run"
+    assert run_app(run_dir, "dataset.limit=2", "runner.progress=false").returncode == 0
+    before = hydra_files(run_dir)
+    assert sorted(before) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
+
+    again = run_app(run_dir, "target.k=1", "scorer.scale=7", "runner.progress=false")
+
+    assert again.returncode == 2, again.stderr
+    assert f"{run_dir} already holds a run; choose another directory" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert hydra_files(run_dir) == before
+
+
+def test_a_resume_into_a_directory_another_run_is_writing_is_refused_before_hydra_writes(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    assert run_app(run_dir, "dataset.limit=2", "runner.progress=false").returncode == 0
+    before = hydra_files(run_dir)
+
+    # Another summeval-run writing there holds the journal's lock: this one takes it as one.
+    with locked(run_dir):
+        refused = run_app(
+            run_dir, "dataset.limit=2", f"runner.resume={run_dir}", "runner.progress=false"
+        )
+
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr == (
+        f"summeval-run: error: {run_dir} is being written by another summeval-run\n"
+    )
+    assert hydra_files(run_dir) == before
+    # With no one writing there, the same resume runs.
+    resumed = run_app(
+        run_dir, "dataset.limit=2", f"runner.resume={run_dir}", "runner.progress=false"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+
+
+@pytest.mark.parametrize("option", ["hydra.run.dir", "hydra.sweep.dir"])
+def test_an_empty_run_directory_is_bad_config(option: str, tmp_path: Path) -> None:
+    sweep = ["-m", "target.k=1,2"] if option == "hydra.sweep.dir" else []
+
+    completed = run_here(tmp_path, *sweep, f"{option}=", "dataset.limit=1")
+
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr == (
+        f"summeval-run: error: {option} is empty; give it a directory of its own "
+        f"({option}=outputs/my-run), or leave it out for a new one under outputs/\n"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def run_here(cwd: Path, *argv: str, env: dict[str, str] | None = None) -> Completed:

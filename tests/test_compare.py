@@ -227,6 +227,71 @@ def test_history_compares_the_newest_run_with_the_earlier_ones(tmp_path: Path) -
     assert "nightly (2026-11-03/run): score dropped by 0.300" in completed.stderr
 
 
+@pytest.mark.parametrize(
+    ("status", "unfinished", "tables", "gate"),
+    [
+        ("failed", 50, True, "is failed with 50 of 60 items unfinished: resume it before"),
+        ("interrupted", 50, True, "is interrupted with 50 of 60 items unfinished: resume it"),
+        ("aborted", 0, False, "is aborted: resume it before gating on it"),
+        # Its starting manifest, never replaced: the run is in progress, or was killed.
+        ("running", 0, False, "is running: it is still in progress, or was killed; let it"),
+    ],
+)  # fmt: skip
+def test_history_gates_on_the_newest_run_even_when_it_did_not_complete(
+    tmp_path: Path, status: str, unfinished: int, tables: bool, gate: str
+) -> None:
+    folder = tmp_path / "outputs"
+    for day in (1, 2):
+        make_run(
+            folder / f"day{day}",
+            "nightly",
+            baseline_scores(),
+            started_at=f"2026-11-0{day}T03:00:00+00:00",
+        )
+    newest = make_run(
+        folder / "day3",
+        "nightly",
+        dict(list(baseline_scores().items())[:10]),
+        started_at="2026-11-03T03:00:00+00:00",
+        run_status=status,
+        unfinished=unfinished,
+    )
+    if not tables:
+        (newest / "items.parquet").unlink()
+
+    gated = summeval_compare(
+        "--history", str(folder), "--fail-if-drop", "0.02", "--out", str(tmp_path), cwd=tmp_path
+    )
+    ungated = summeval_compare("--history", str(folder), "--out", str(tmp_path), cwd=tmp_path)
+
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert "(3 runs)" in gated.stdout
+    assert f"summeval-compare: gate: nightly (day3) ({newest}) {gate}" in gated.stderr
+    # Compared with the latest earlier completed run, which passes.
+    assert "day2" in gated.stdout
+    assert "day1)" not in gated.stderr
+    assert "day2)" not in gated.stderr
+    assert ungated.returncode == 0, ungated.stderr
+    assert f"summeval-compare: note: nightly (day3) ({newest}) is {status}" in ungated.stderr
+
+
+def test_history_gates_on_a_first_run_that_did_not_complete(tmp_path: Path) -> None:
+    only = make_run(
+        tmp_path / "outputs" / "day1",
+        "nightly",
+        baseline_scores(count=5),
+        run_status="aborted",
+    )
+
+    gated = summeval_compare(
+        "--history", str(tmp_path / "outputs"), "--fail-if-drop", "0", "--out", str(tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert f"summeval-compare: gate: nightly ({only}) is aborted" in gated.stderr
+
+
 def test_history_reads_a_run_whose_timestamp_has_no_offset(tmp_path: Path) -> None:
     folder = tmp_path / "outputs"
     make_run(folder / "old", "nightly", baseline_scores(), started_at="2026-10-01")
@@ -348,14 +413,24 @@ def test_a_sweep_writes_its_comparison_and_report(tmp_path: Path) -> None:
         assert set(pd.read_parquet(sweep / variant / "items.parquet")["variant"]) == {variant}
 
 
-def test_runs_with_no_item_in_common_compare_without_a_difference(tmp_path: Path) -> None:
+def test_runs_with_no_item_in_common_compare_without_a_difference_and_fail_the_gate(
+    tmp_path: Path,
+) -> None:
     base = make_run(tmp_path / "base", "base", baseline_scores(count=3))
     other = make_run(tmp_path / "other", "other", {f"x-{i}": (0.5, 0.5, 0.5) for i in range(2)})
 
-    printed = summeval_compare(
+    printed = summeval_compare(str(base), str(other), "--out", str(tmp_path), cwd=tmp_path)
+    gated = summeval_compare(
         str(base), str(other), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
     )
 
+    # Shards of one run, or files whose generated ids differ: nothing was compared, so the gate
+    # cannot have found a drop.
+    assert gated.returncode == 1, gated.stderr
+    assert gated.stderr == (
+        f"summeval-compare: gate: other ({other}) has no item in common with the baseline "
+        "base: nothing was compared\n"
+    )
     assert printed.returncode == 0, printed.stderr
     score_lines = [line for line in printed.stdout.splitlines() if line.startswith("score")]
     assert "base" in score_lines[0].split()
@@ -420,6 +495,27 @@ def test_the_gate_fails_on_a_run_whose_every_item_errored(
         "4 errors): it measured nothing" in gated.stderr
     )
     assert "monday" not in gated.stderr.replace(str(tmp_path / "monday"), "")
+
+
+def test_the_gate_fails_on_a_run_with_no_item_scored_in_both(tmp_path: Path) -> None:
+    scores = baseline_scores(count=4)
+    base = make_run(tmp_path / "base", "base", scores, statuses={"item-000": "unscorable"})
+    new = make_run(
+        tmp_path / "new",
+        "new",
+        scores,
+        statuses={"item-001": "unscorable", "item-002": "unscorable", "item-003": "unscorable"},
+    )
+
+    gated = summeval_compare(
+        str(base), str(new), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
+    )
+
+    assert gated.returncode == 1, gated.stderr
+    assert (
+        f"summeval-compare: gate: new ({new}) has no item scored in both it and the baseline "
+        "base: nothing was compared"
+    ) in gated.stderr
 
 
 def test_the_gate_fails_on_a_run_with_no_scored_item(tmp_path: Path) -> None:

@@ -297,6 +297,39 @@ def test_invalid_utf8_is_named_by_line_and_byte_offset(
     assert content[int(where.rsplit(" ", 1)[1]) :].startswith((b"\xe9", b"\xff"))
 
 
+def test_a_csv_cell_longer_than_the_csv_module_default_is_read(tmp_path: Path) -> None:
+    # Python's csv refuses a field over 131,072 characters unless its limit is raised.
+    article = "A long article sentence. " * 8_000
+    path = write(
+        tmp_path / "long.csv", [{"doc": "a1", "body": article}, {"doc": "a2", "body": "Short."}]
+    )
+
+    items = load_dataset(path, FieldMap(input="body", id="doc"))
+
+    assert [item.id for item in items] == ["a1", "a2"]
+    assert items[0].input == article
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        # Leniently read, row a2 would become part of a1's text, and be gone.
+        ('doc,body\na1,"unterminated\na2,second. row\n', "line 2: not valid CSV: a quoted field that starts in this row is never closed (no closing \" before the end of the file, line 3)"),
+        ('doc,body\na1,ok\na2,"quoted" then more\n', "line 3: not valid CSV (',' expected after '\"')"),
+    ],
+)  # fmt: skip
+def test_a_malformed_csv_is_refused_naming_its_line(
+    content: str, where: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(content, encoding="utf-8")
+
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(path, FIELDS)
+
+    assert str(raised.value).startswith(f"{path} {where}")
+
+
 def test_a_directory_is_not_a_dataset(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match=rf"dataset.path: {tmp_path} is a directory; name a"):
         load_dataset(tmp_path, FIELDS)

@@ -2,7 +2,9 @@
 
 Exit codes: 0 compared (and, with ``--fail-if-drop``, the gate passed); 1 the gate failed: a
 variant dropped below the baseline by more than the threshold, significantly, or a compared run
-did not complete (items unfinished), scored no item or errored more than ``--max-error-rate``;
+did not complete (items unfinished), scored no item, errored more than ``--max-error-rate``, or
+has no item in common with the baseline (nothing was compared). With ``--history``, the newest
+run is gated whatever its status (failed, interrupted, aborted, still running or killed);
 2 bad input (a directory that is not a
 finished run, an option out of range, runs that differ in judge, scale, prompt version or
 dataset without ``--allow-mismatch``).
@@ -22,15 +24,18 @@ import pandas as pd
 
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._compare import (
+    Run,
     RunsDiffer,
     broken_runs,
     compare_loaded,
     content_pairings,
     history,
+    labelled,
     load_runs,
     mismatches,
     regressions,
     unfinished_runs,
+    unpaired_runs,
 )
 from summeval_runner._io._report import render_report
 
@@ -57,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="FOLDER",
-        help="compare the newest run under FOLDER with the earlier runs of the same config",
+        help="compare the newest run under FOLDER, whatever its status, with the earlier "
+        "completed runs of the same config",
     )
     parser.add_argument(
         "--fail-if-drop",
@@ -66,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="X",
         help="exit 1 when a variant is below the baseline by more than X on any dimension, "
         "and the drop is significant; or when a compared run did not complete (interrupted, "
-        "items unfinished), scored no item, or errored more than --max-error-rate",
+        "items unfinished), scored no item, errored more than --max-error-rate, or has no item "
+        "in common with the baseline",
     )
     parser.add_argument(
         "--max-error-rate",
@@ -191,10 +198,13 @@ def run(argv: Sequence[str] | None = None) -> int:
             trend, same = history(args.history)
             print(f"history of {same[-1].variant} under {args.history} ({len(same)} runs):")
             print(trend.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-            if len(same) < 2:
+            newest = same[-1]
+            if len(same) < 2 and newest.manifest.status == "completed":
                 return EXIT_OK
-            runs: list[Path] = [same[-1].path]
-            baseline: Path | None = same[-2].path
+            # The newest run (read even if it wrote no tables), against the latest earlier
+            # completed run; with none, alone: a run that did not complete still meets the gate.
+            loaded: list[Run] = labelled(same[-2:])
+            base = loaded[0] if len(loaded) > 1 else None
         elif not args.runs:
             print(
                 "summeval-compare: error: give run directories, or --history FOLDER",
@@ -204,7 +214,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             runs = list(args.runs)
             baseline = args.baseline or (runs[0] if len(runs) > 1 else None)
-        loaded, base = load_runs(runs, baseline)
+            loaded, base = load_runs(runs, baseline)
         comparison = compare_loaded(
             loaded, base, alpha=args.alpha, allow_mismatch=args.allow_mismatch
         )
@@ -255,10 +265,15 @@ def run(argv: Sequence[str] | None = None) -> int:
                 "--max-error-rate sets the share of errored items allowed",
                 file=sys.stderr,
             )
+        # Nothing paired, nothing measured against the baseline: no drop could show.
+        gated = {broken_run.run_dir for broken_run in broken}
+        unpaired = [run for run in unpaired_runs(comparison) if run.run_dir not in gated]
+        for unpaired_run in unpaired:
+            print(f"summeval-compare: gate: {unpaired_run.describe()}", file=sys.stderr)
         found = regressions(comparison, args.fail_if_drop)
         for regression in found:
             print(f"summeval-compare: regression: {regression.describe()}", file=sys.stderr)
-        if broken or found:
+        if broken or unpaired or found:
             return EXIT_REGRESSION
     return EXIT_OK
 

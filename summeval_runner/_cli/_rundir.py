@@ -9,6 +9,9 @@ removal when the run is refused.
 - **Made first.** ``RunDirectoryCheck`` (a Hydra callback) makes the ``hydra.run.dir`` or
   ``hydra.sweep.dir`` before Hydra does, and refuses one under a file, or one that cannot be
   made, with one message and exit 2; it notes whether the run's directory was there already.
+  An empty ``hydra.run.dir`` (the current directory) is refused, and so is a directory that
+  holds a run, unless this is ``runner.resume`` of it and no other process is writing it:
+  Hydra would otherwise rewrite that run's ``.hydra/`` files before the job could refuse.
 - **Nothing left by a refused run.** ``discard_refused`` removes the directory Hydra made for a
   run refused as bad config or input, only if this run made it and it holds Hydra's own files
   and nothing else: never a directory a user or an earlier run wrote in (a ``runner.resume``
@@ -26,6 +29,9 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+
+from summeval_runner._errors import ConfigError
+from summeval_runner._io._journal import JOURNAL, locked
 
 # summeval-run's code for bad config (``_app.EXIT_BAD_INPUT``, which imports this module).
 EXIT_BAD_INPUT = 2
@@ -80,12 +86,49 @@ def _make(option: str, path: Path) -> None:
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+def _refuse(message: str) -> None:
+    print(f"summeval-run: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _check_holds_run(path: Path, config: DictConfig) -> None:
+    """Refuse ``path`` if it holds a run that this one may not write in: the messages the
+    library gives (``RunRecorder.open``, ``RunWriter``), but before Hydra rewrites that run's
+    ``.hydra/`` files, which it does before the job (and the library) could refuse."""
+    if not (path / JOURNAL).is_file():
+        return
+    resume = config.get("runner", {}).get("resume")
+    if not resume or Path(str(resume)).absolute() != path:
+        _refuse(
+            f"{path} already holds a run; choose another directory, or continue that "
+            f"run (summeval-run runner.resume={path}; in Python, resume=True)"
+        )
+    try:
+        # Taken and let go at once: the run takes it again when it opens its journal.
+        with locked(path):
+            pass
+    except ConfigError as error:
+        _refuse(str(error))
+
+
+def _given(option: str, value: Any) -> Path:
+    given = "" if value is None else str(value)
+    if not given.strip():
+        # Path("") is the current directory: the run's files would land among the user's.
+        _refuse(
+            f"{option} is empty; give it a directory of its own ({option}=outputs/my-run), "
+            "or leave it out for a new one under outputs/"
+        )
+    return Path(given).absolute()
+
+
 class RunDirectoryCheck(Callback):
-    """Makes the run's (or sweep's) directory before Hydra does, refusing one that cannot be;
-    notes whether it is new."""
+    """Makes the run's (or sweep's) directory before Hydra does, refusing one that cannot be,
+    or one that holds another run; notes whether it is new."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        path = Path(str(config.hydra.run.dir)).absolute()
+        path = _given("hydra.run.dir", config.hydra.run.dir)
+        _check_holds_run(path, config)
         _made_by_run.pop(path, None)
         if not path.exists():
             top = path
@@ -95,7 +138,7 @@ class RunDirectoryCheck(Callback):
         _make("hydra.run.dir", path)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _make("hydra.sweep.dir", Path(str(config.hydra.sweep.dir)).absolute())
+        _make("hydra.sweep.dir", _given("hydra.sweep.dir", config.hydra.sweep.dir))
 
 
 def _only_hydra_files(path: Path, log_name: str) -> bool:

@@ -9,7 +9,11 @@ Only runs that measure alike are compared: the same judge, scale, prompt version
 on a significant drop (``regressions``) and, whatever the scores, on a run that a run's own gate
 would not pass (``broken_runs``, by ``gate_failure``): one that did not complete or left items
 unfinished, scored nothing, or errored more than allowed. A run whose every item failed has no
-drop, and a run stopped early may have had none yet.
+drop, and a run stopped early may have had none yet. Nor does a run that shares no item with
+the baseline (``unpaired_runs``): nothing of it was compared.
+
+``history`` takes the newest run under a folder whatever its status (a night that failed is
+the night to gate on), and compares it with the earlier completed runs of its config.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pandas as pd
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
+from summeval_runner._io._tables import ITEMS_SCHEMA
 from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
@@ -96,16 +101,24 @@ def labelled(runs: list[Run]) -> list[Run]:
     ]
 
 
-def load_run(path: Path | str) -> Run:
-    """Read a run directory's manifest and ``items.parquet``; ``InputError`` if it is not one."""
+def load_run(path: Path | str, *, items_required: bool = True) -> Run:
+    """Read a run directory's manifest and ``items.parquet``; ``InputError`` if it is not one.
+
+    Without ``items_required``, a run that wrote no tables (running, killed, or stopped before
+    it could write them) is read with no items: its manifest says what became of it.
+    """
     path = Path(path)
     items_path = path / "items.parquet"
-    if not (path / MANIFEST).exists() or not items_path.exists():
+    if not (path / MANIFEST).exists() or (items_required and not items_path.exists()):
         raise InputError(
             f"{path} is not a finished run directory: it needs {MANIFEST} and items.parquet"
         )
     manifest = read_manifest(path)
-    items = pd.read_parquet(items_path)
+    items = (
+        pd.read_parquet(items_path)
+        if items_path.exists()
+        else ITEMS_SCHEMA.empty_table().to_pandas()
+    )
     items = items[items["scorer_id"] == SUMMARIZATION_SCORER_ID].set_index("item_id", drop=False)
     return Run(
         path=path,
@@ -225,6 +238,10 @@ def mismatches(runs: Sequence[Run], base: Run | None) -> list[Mismatch]:
         for setting, read in _DECIDING.items():
             ours, theirs = read(run), read(reference)
             if ours == theirs:
+                continue
+            if (ours is None and run.items.empty) or (theirs is None and reference.items.empty):
+                # A run that wrote no tables and recorded no setting (an older run's scale is
+                # read from its items): nothing says it differs; its status gates it.
                 continue
             keys = None
             if isinstance(ours, Mapping) and isinstance(theirs, Mapping):
@@ -500,6 +517,12 @@ class BrokenRun:
 
     def describe(self) -> str:
         where = f"{self.variant} ({self.run_dir})"
+        if self.failure == "unfinished" and self.status == "running":
+            # Its manifest is the one written at its start: it never ended, or not yet.
+            return (
+                f"{self.state}: it is still in progress, or was killed; let it finish, or "
+                "resume it, before gating on it"
+            )
         if self.failure == "unfinished":
             # A partial merge lacks shards: resuming the merge cannot bring their items.
             remedy = "merge its missing shards" if self.status == "partial" else "resume it"
@@ -561,17 +584,54 @@ def unfinished_runs(comparison: pd.DataFrame) -> list[BrokenRun]:
     return [broken for broken in found if broken is not None and broken.failure == "unfinished"]
 
 
+@dataclass(frozen=True)
+class UnpairedRun:
+    """A compared run with no item scored in both it and the baseline: nothing of it was
+    compared, so no drop could be found (shards of one run, files whose generated ids differ)."""
+
+    variant: str
+    run_dir: str
+    baseline: str
+    shares_items: bool
+
+    def describe(self) -> str:
+        where = f"{self.variant} ({self.run_dir})"
+        if self.shares_items:
+            return (
+                f"{where} has no item scored in both it and the baseline {self.baseline}: "
+                "nothing was compared"
+            )
+        return (
+            f"{where} has no item in common with the baseline {self.baseline}: nothing was compared"
+        )
+
+
+def unpaired_runs(comparison: pd.DataFrame) -> list[UnpairedRun]:
+    """The runs compared with a baseline that share no scored item with it. (Runs sharing some
+    items are compared on those; the others are listed as only in one run.)"""
+    found = []
+    for (variant, run_dir), rows in comparison.groupby(["variant", "run_dir"], sort=False):
+        if rows["baseline"].isna().all():
+            continue  # the baseline itself, or no baseline
+        if int(rows["n_paired"].fillna(0).max()) > 0:
+            continue
+        first = rows.iloc[0]
+        shares = len(first["items_only_here"]) < int(first["items"])
+        found.append(UnpairedRun(str(variant), str(run_dir), str(first["baseline"]), shares))
+    return found
+
+
 def find_runs(folder: Path) -> list[Run]:
-    """Every finished run under ``folder`` (a directory with a manifest and items table), shards
-    left out."""
+    """Every run under ``folder`` (a directory with a manifest), whatever its status and
+    whether or not it wrote its tables; shards left out."""
     runs = []
     for manifest in sorted(folder.rglob(MANIFEST)):
         try:
-            run = load_run(manifest.parent)
+            run = load_run(manifest.parent, items_required=False)
         except (InputError, OSError, ValueError):
             continue
         # A shard holds part of a run's items: its merged run stands for it.
-        if run.manifest.status == "completed" and run.manifest.shard is None:
+        if run.manifest.shard is None:
             runs.append(run)
     return runs
 
@@ -584,19 +644,36 @@ def config_key(run: Run) -> str:
 
 
 def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
-    """The newest run under ``folder`` and the earlier runs of the same config: one row per run,
-    oldest first, with each dimension's mean and n; and those runs, oldest first."""
+    """The newest run under ``folder`` and the earlier completed runs of the same config: one
+    row per run, oldest first, with its status and each dimension's mean and n; and those runs,
+    oldest first (the newest last).
+
+    The newest run is taken whatever its status: one that failed, was interrupted or aborted,
+    or is still ``running`` (or was killed) is the run a nightly gate must not pass over for
+    an older one. The runs it is compared with are the earlier ones that completed.
+    """
     runs = find_runs(Path(folder))
     if not runs:
-        raise InputError(f"{folder} holds no finished run (no manifest.json with status completed)")
+        raise InputError(f"{folder} holds no run (no {MANIFEST} under it)")
     newest = max(runs, key=lambda run: run.started_at)
     same = sorted(
-        (run for run in runs if config_key(run) == config_key(newest)),
+        (
+            run
+            for run in runs
+            if config_key(run) == config_key(newest)
+            and (run is newest or run.manifest.status == "completed")
+        ),
         key=lambda run: run.started_at,
     )
+    # The newest last, even where an earlier run has the same start time.
+    same = [run for run in same if run is not newest] + [newest]
     rows = []
     for run in same:
-        row: dict[str, Any] = {"started_at": run.started_at.isoformat(), "run_dir": str(run.path)}
+        row: dict[str, Any] = {
+            "started_at": run.started_at.isoformat(),
+            "status": run.manifest.status,
+            "run_dir": str(run.path),
+        }
         for dimension, column in METRICS.items():
             values = _scored(run, column)
             row[dimension] = statistics.fmean(values) if len(values) else None

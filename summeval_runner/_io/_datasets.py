@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import codecs
 import csv
+import functools
 import hashlib
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +94,64 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, text
 
 
+@functools.cache
+def _allow_long_csv_fields() -> None:
+    """Lift the csv module's limit on a field's length (131,072 characters by default).
+
+    One long article is a valid cell: the default refuses it. The limit is global to Python's
+    csv module (there is no per-reader setting), so it is raised for the process, once, to the
+    largest value the platform's C ``long`` holds (``sys.maxsize`` overflows it on Windows).
+    """
+    limit = sys.maxsize
+    while True:
+        try:
+            csv.field_size_limit(limit)
+            return
+        except OverflowError:
+            limit //= 2
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, row) of a CSV file; a malformed file is a ``DatasetError`` naming its line.
+
+    Read strictly: leniently, a quote that is never closed takes every line after it into one
+    cell, and those rows are silently lost.
+    """
+    _allow_long_csv_fields()
+    read = 0
+
+    def lines() -> Iterator[str]:
+        nonlocal read
+        for read, line in _text_lines(path):  # noqa: B007 (read: the last line given)
+            yield line
+
+    reader = csv.DictReader(lines(), strict=True)
+    # The header is line 1, so the first row a spreadsheet shows as line 2 is row 2.
+    number, start = 1, 1
+    while True:
+        try:
+            if number == 1:
+                _ = reader.fieldnames  # the header, read first: rows start after it
+                # The next row starts on the line after the last one read whole (a cell may
+                # span lines).
+                start = read + 1
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            where = f"{path} line {start}"
+            if "end of data" in str(error):
+                raise DatasetError(
+                    f"{where}: not valid CSV: a quoted field that starts in this row is never "
+                    f'closed (no closing " before the end of the file, line {read}); rows '
+                    "after it would be read as part of that field"
+                ) from None
+            raise DatasetError(f"{where}: not valid CSV ({error})") from None
+        number += 1
+        start = read + 1
+        yield number, row
+
+
 def _rows(path: Path, format: Format) -> Iterator[tuple[int, Any]]:
     """(row number as a person counts it in that file, row) pairs."""
     if format == "jsonl":
@@ -103,10 +163,7 @@ def _rows(path: Path, format: Format) -> Iterator[tuple[int, Any]]:
             except ValueError as error:
                 raise DatasetError(f"{path} line {number}: not valid JSON ({error})") from None
     elif format == "csv":
-        lines = (line for _, line in _text_lines(path))
-        # The header is line 1, so the first row a spreadsheet shows as line 2 is row 2.
-        for number, row in enumerate(csv.DictReader(lines), 2):
-            yield number, row
+        yield from _csv_rows(path)
     else:
         try:
             parquet = pq.ParquetFile(path)
