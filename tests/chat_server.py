@@ -422,7 +422,9 @@ class ChatServer:
                     self.wfile.write(data)
 
             def send_broken(self, answer: BrokenReply) -> None:
-                self.close_connection = True
+                # Only a cut body ends the connection; a whole page keeps it alive as a proxy
+                # would, so the client's next try never meets a connection closed under it.
+                self.close_connection = answer.kind == "cut"
                 page = BROKEN_PAGE
                 if server.echo_credentials and answer.kind != "cut":
                     # A gateway's error page that quotes the request's credentials early on.
