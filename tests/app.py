@@ -167,5 +167,23 @@ def start_app(
     )
 
 
+# Fast retries: the tests check what is retried, not how long the waits are.
+FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
+
+
+def openai_run(base_url: str, dataset: Path, *overrides: str) -> tuple[str, ...]:
+    """The overrides of a run of ``dataset`` judged by the OpenAI provider at ``base_url`` (the
+    loopback server), quietly and with fast retries; ``overrides`` go last and win."""
+    return (
+        "model=openai",
+        f"model.base_url={base_url}",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        *FAST_RETRIES,
+        *overrides,
+    )
+
+
 def table(run_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_parquet(run_dir / f"{name}.parquet")

@@ -34,7 +34,16 @@ from summeval_runner import (
 )
 from summeval_runner._io._manifest import DatasetInfo, Manifest
 from summeval_runner._io._tables import ITEMS_SCHEMA
-from tests.app import ENV, SAMPLE, SAMPLE_ITEMS, Completed, run_app, run_sweep, summeval_compare
+from tests.app import (
+    ENV,
+    SAMPLE,
+    SAMPLE_ITEMS,
+    Completed,
+    openai_run,
+    run_app,
+    run_sweep,
+    summeval_compare,
+)
 from tests.browser import SKIP_BROWSER_TESTS, chromium
 from tests.chat_server import ChatServer, Fault
 from tests.documents import write_dataset
@@ -454,23 +463,13 @@ def test_two_runs_of_the_same_variant_get_labels_of_their_own(tmp_path: Path) ->
 # drop to find, so it fails the gate whatever its scores say.
 
 
-def openai_runs(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
-    return (
-        "model=openai",
-        f"model.base_url={server.base_url}",
-        f"dataset.path={dataset}",
-        "dataset.fields.metadata=[]",
-        "runner.progress=false",
-        "runner.cache=off",
-        *overrides,
-    )
-
-
 def test_the_gate_fails_on_a_run_whose_every_item_errored(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 4)
-    overrides = openai_runs(chat_server, dataset, "runner.retry.max_attempts=1")
+    overrides = openai_run(
+        chat_server.base_url, dataset, "runner.retry.max_attempts=1", "runner.cache=off"
+    )
     monday = run_app(tmp_path / "monday", *overrides, "runner.variant=monday", env=ENV)
     assert monday.returncode == 0, monday.stderr
     # Tuesday the judge answers every request with a 503: every item ends in error.

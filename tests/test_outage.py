@@ -35,7 +35,7 @@ from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsa
 from summeval_runner._runner._limits import LimitedJudge
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy
-from tests.app import ENV, run_app, table
+from tests.app import ENV, openai_run, run_app, table
 from tests.chat_server import BrokenReply, ChatServer
 from tests.documents import write_dataset
 
@@ -409,20 +409,6 @@ def test_a_probe_refused_outage_timeout_s_after_the_first_refusal_stops_the_run(
 # --- a broken HTTP 200 -------------------------------------------------------------------------
 
 BROKEN = {"cut": "was cut off", "not_json": "was not JSON", "html": "was not JSON"}
-FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
-
-
-def broken_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
-    return (
-        "model=openai",
-        f"model.base_url={server.base_url}",
-        f"dataset.path={dataset}",
-        "dataset.fields.metadata=[]",
-        "runner.progress=false",
-        "runner.cache=off",
-        *FAST_RETRIES,
-        *overrides,
-    )
 
 
 @pytest.mark.parametrize("kind", list(BROKEN))
@@ -432,7 +418,9 @@ def test_a_broken_200_body_is_retried_and_the_item_scored(
     chat_server.script(BrokenReply(kind))
     dataset = write_dataset(tmp_path / "docs.jsonl", 1)
 
-    completed = run_app(tmp_path / "run", *broken_run(chat_server, dataset), env=ENV)
+    completed = run_app(
+        tmp_path / "run", *openai_run(chat_server.base_url, dataset, "runner.cache=off"), env=ENV
+    )
 
     assert completed.returncode == 0, completed.stderr
     items = table(tmp_path / "run", "items")
@@ -451,7 +439,9 @@ def test_a_200_broken_on_every_attempt_is_an_error_that_says_so(
 
     completed = run_app(
         tmp_path / "run",
-        *broken_run(chat_server, dataset, "runner.retry.max_attempts=3"),
+        *openai_run(
+            chat_server.base_url, dataset, "runner.retry.max_attempts=3", "runner.cache=off"
+        ),
         env=ENV,
     )
 

@@ -30,24 +30,11 @@ from summeval_runner._io._rows import ItemRecord
 from summeval_runner._judges._protocol import JudgeReply, TokenUsage
 from summeval_runner._runner._cache import ResponseCache
 from summeval_runner._scorers._outcome import ItemResult
-from tests.app import ENV, run_app, start_app, table
+from tests.app import ENV, openai_run, run_app, start_app, table
 from tests.chat_server import ChatServer, Fault
 from tests.documents import write_dataset
 
-FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
 ITEM_LINE = '{"position":'
-
-
-def openai_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
-    return (
-        "model=openai",
-        f"model.base_url={server.base_url}",
-        f"dataset.path={dataset}",
-        "dataset.fields.metadata=[]",
-        "runner.progress=false",
-        *FAST_RETRIES,
-        *overrides,
-    )
 
 
 def wait_until(reached: Callable[[], bool], process: subprocess.Popen[str] | None = None) -> None:
@@ -71,7 +58,9 @@ def test_after_sigkill_and_resume_the_manifest_counts_what_the_server_received(
     # same: once cached (by this warm-up run), each item makes exactly one cache hit there.
     warm = tmp_path / "warm.jsonl"
     warm.write_text(json.dumps({"id": "w", "text": "The council met. It voted."}) + "\n")
-    assert run_app(tmp_path / "warm", *openai_run(chat_server, warm), env=ENV).returncode == 0
+    assert (
+        run_app(tmp_path / "warm", *openai_run(chat_server.base_url, warm), env=ENV).returncode == 0
+    )
     base = chat_server.arrivals
     # A 429 and a 500 first (each retried), then 12 answers, then every request is held.
     chat_server.script(
@@ -81,7 +70,7 @@ def test_after_sigkill_and_resume_the_manifest_counts_what_the_server_received(
     chat_server.hold_after(answered)
     dataset = write_dataset(tmp_path / "docs.jsonl", 20)
     overrides = openai_run(
-        chat_server,
+        chat_server.base_url,
         dataset,
         "runner.max_items_in_flight=4",
         "runner.max_judge_requests_in_flight=8",
@@ -244,7 +233,7 @@ def test_a_damaged_cache_file_is_moved_aside_and_the_run_goes_on_with_a_fresh_ca
 ) -> None:
     cache = tmp_path / "cache" / "judge-cache.sqlite"
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
-    overrides = openai_run(chat_server, dataset, f"runner.cache_path={cache}")
+    overrides = openai_run(chat_server.base_url, dataset, f"runner.cache_path={cache}")
     _damage(cache, damage, lambda: run_app(tmp_path / "first", *overrides, env=ENV))
     damaged = cache.read_bytes()
 

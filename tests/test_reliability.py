@@ -18,24 +18,9 @@ import pandas as pd
 import pytest
 
 from summeval_runner._io._journal import RunWriter
-from tests.app import ENV, Completed, run_app, start_app, summeval_cache, table
+from tests.app import ENV, Completed, openai_run, run_app, start_app, summeval_cache, table
 from tests.chat_server import ChatServer, Fault, FaultMix
 from tests.documents import write_dataset
-
-# Fast retries: the tests check what is retried, not how long the waits are.
-FAST_RETRIES = ("runner.retry.base_delay_s=0.01", "runner.retry.max_delay_s=0.05")
-
-
-def openai_run(server: ChatServer, dataset: Path, *overrides: str) -> tuple[str, ...]:
-    return (
-        "model=openai",
-        f"model.base_url={server.base_url}",
-        f"dataset.path={dataset}",
-        "dataset.fields.metadata=[]",
-        "runner.progress=false",
-        *FAST_RETRIES,
-        *overrides,
-    )
 
 
 def journal_lines(run_dir: Path) -> int:
@@ -72,7 +57,9 @@ def start_held_run(
     # Enough answers for `finished` items, whichever items in flight they went to.
     server.hold_after(3 * finished + 2 * in_flight)
     dataset = write_dataset(tmp_path / "docs.jsonl", items)
-    overrides = openai_run(server, dataset, f"runner.max_items_in_flight={in_flight}", *extra)
+    overrides = openai_run(
+        server.base_url, dataset, f"runner.max_items_in_flight={in_flight}", *extra
+    )
     run_dir = tmp_path / "run"
     process = start_app(run_dir, *overrides)
     wait_for_items(run_dir, finished, process)
@@ -96,7 +83,9 @@ def test_every_item_ends_scored_through_500s_malformed_replies_and_429_storms(
 
     completed = run_app(
         tmp_path / "run",
-        *openai_run(chat_server, dataset, "runner.retry.max_attempts=10", "runner.cache=off"),
+        *openai_run(
+            chat_server.base_url, dataset, "runner.retry.max_attempts=10", "runner.cache=off"
+        ),
         env=ENV,
     )
 
@@ -124,7 +113,9 @@ def test_hanging_requests_and_dropped_connections_are_retried(
 
     completed = run_app(
         tmp_path / "run",
-        *openai_run(chat_server, dataset, "runner.request_timeout_s=0.5", "runner.cache=off"),
+        *openai_run(
+            chat_server.base_url, dataset, "runner.request_timeout_s=0.5", "runner.cache=off"
+        ),
         env=ENV,
     )
 
@@ -142,7 +133,7 @@ def test_retries_give_up_in_the_end_and_the_error_is_data(
 
     completed = run_app(
         tmp_path / "run",
-        *openai_run(chat_server, dataset, "runner.retry.max_attempts=3"),
+        *openai_run(chat_server.base_url, dataset, "runner.retry.max_attempts=3"),
         env=ENV,
     )
 
@@ -164,7 +155,7 @@ def test_a_request_the_server_rejects_is_never_retried(
     chat_server.fail_every_request(Fault(status, "bad request"))
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
 
-    completed = run_app(tmp_path / "run", *openai_run(chat_server, dataset), env=ENV)
+    completed = run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), env=ENV)
 
     assert completed.returncode == 1
     assert len(chat_server.requests) == 2  # one per item
@@ -187,7 +178,10 @@ def test_an_oversized_input_is_an_item_error_found_before_the_call(
     completed = run_app(
         tmp_path / "run",
         *openai_run(
-            chat_server, dataset, "model.max_input_tokens=2000", "runner.max_error_rate=0.5"
+            chat_server.base_url,
+            dataset,
+            "model.max_input_tokens=2000",
+            "runner.max_error_rate=0.5",
         ),
         env=ENV,
     )
@@ -210,7 +204,7 @@ def test_the_servers_context_length_error_is_an_item_error_and_not_retried(
     )
     dataset = write_dataset(tmp_path / "docs.jsonl", 1)
 
-    run_app(tmp_path / "run", *openai_run(chat_server, dataset), env=ENV)
+    run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), env=ENV)
 
     items = table(tmp_path / "run", "items")
     assert items["error_type"].tolist() == ["JudgeInputTooLargeError"]
@@ -221,10 +215,10 @@ def test_the_second_run_of_a_config_sends_no_request(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 12)
-    first = run_app(tmp_path / "first", *openai_run(chat_server, dataset), env=ENV)
+    first = run_app(tmp_path / "first", *openai_run(chat_server.base_url, dataset), env=ENV)
     sent = len(chat_server.requests)
 
-    second = run_app(tmp_path / "second", *openai_run(chat_server, dataset), env=ENV)
+    second = run_app(tmp_path / "second", *openai_run(chat_server.base_url, dataset), env=ENV)
 
     assert first.returncode == second.returncode == 0, second.stderr
     assert sent > 0
@@ -241,12 +235,12 @@ def test_the_cache_keys_on_the_judge_and_can_be_turned_off(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
-    run_app(tmp_path / "a", *openai_run(chat_server, dataset), env=ENV)
+    run_app(tmp_path / "a", *openai_run(chat_server.base_url, dataset), env=ENV)
     sent = len(chat_server.requests)
 
-    run_app(tmp_path / "b", *openai_run(chat_server, dataset, "model.name=other"), env=ENV)
+    run_app(tmp_path / "b", *openai_run(chat_server.base_url, dataset, "model.name=other"), env=ENV)
     changed_model = len(chat_server.requests) - sent
-    run_app(tmp_path / "c", *openai_run(chat_server, dataset, "runner.cache=off"), env=ENV)
+    run_app(tmp_path / "c", *openai_run(chat_server.base_url, dataset, "runner.cache=off"), env=ENV)
     cache_off = len(chat_server.requests) - sent - changed_model
 
     assert changed_model > 0
@@ -261,12 +255,14 @@ def test_errors_are_never_cached(tmp_path: Path, chat_server: ChatServer) -> Non
     dataset = write_dataset(tmp_path / "docs.jsonl", 1)
     chat_server.fail_every_request(Fault(500, "down"))
     run_app(
-        tmp_path / "a", *openai_run(chat_server, dataset, "runner.retry.max_attempts=1"), env=ENV
+        tmp_path / "a",
+        *openai_run(chat_server.base_url, dataset, "runner.retry.max_attempts=1"),
+        env=ENV,
     )
     chat_server.fail_every_request(None)
     before = len(chat_server.requests)
 
-    completed = run_app(tmp_path / "b", *openai_run(chat_server, dataset), env=ENV)
+    completed = run_app(tmp_path / "b", *openai_run(chat_server.base_url, dataset), env=ENV)
 
     assert completed.returncode == 0
     assert len(chat_server.requests) - before == 3
@@ -277,7 +273,7 @@ def test_summeval_cache_reports_and_clears_the_cache(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
-    run_app(tmp_path / "a", *openai_run(chat_server, dataset), env=ENV)
+    run_app(tmp_path / "a", *openai_run(chat_server.base_url, dataset), env=ENV)
 
     def cache(*args: str) -> Completed:
         return summeval_cache(*args, cwd=tmp_path)
@@ -384,11 +380,11 @@ def test_a_second_ctrl_c_exits_at_once_and_the_run_still_resumes(
 def test_resume_refuses_a_changed_config(tmp_path: Path, chat_server: ChatServer) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
     run_dir = tmp_path / "run"
-    run_app(run_dir, *openai_run(chat_server, dataset), env=ENV)
+    run_app(run_dir, *openai_run(chat_server.base_url, dataset), env=ENV)
 
     changed = run_app(
         tmp_path / "other",
-        *openai_run(chat_server, dataset, "scorer.max_questions=3"),
+        *openai_run(chat_server.base_url, dataset, "scorer.max_questions=3"),
         f"runner.resume={run_dir}",
         env=ENV,
     )
@@ -405,7 +401,7 @@ def test_processes_running_at_once_share_the_cache_safely(
 ) -> None:
     chat_server.latency_s = 0.01
     dataset = write_dataset(tmp_path / "docs.jsonl", 30)
-    overrides = openai_run(chat_server, dataset)
+    overrides = openai_run(chat_server.base_url, dataset)
     processes = [start_app(tmp_path / f"run{index}", *overrides) for index in range(3)]
     outputs = [process.communicate(timeout=120) for process in processes]
     sent = len(chat_server.requests)
@@ -424,7 +420,7 @@ def test_a_run_still_being_written_cannot_be_resumed_alongside(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 3)
-    overrides = openai_run(chat_server, dataset)
+    overrides = openai_run(chat_server.base_url, dataset)
     run_dir = tmp_path / "run"
     assert run_app(run_dir, *overrides, env=ENV).returncode == 0
     journal_before = (run_dir / "journal.jsonl").read_bytes()
