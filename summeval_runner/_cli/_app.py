@@ -28,6 +28,12 @@ from summeval_runner import __version__
 from summeval_runner._cli._bundled import CONFIG_NAME, CONFIG_PATH
 from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
 from summeval_runner._cli._config import register_configs
+from summeval_runner._cli._exit_codes import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_NOT_RECORDED,
+    EXIT_OK,
+)
 from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._rundir import discard_refused
@@ -43,8 +49,6 @@ from summeval_runner._io._journal import locked
 from summeval_runner._io._manifest import read_manifest, write_manifest
 from summeval_runner._runner._run import EvalRunResult, run_evals
 from summeval_runner._secrets import scrub
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NOT_RECORDED = 0, 1, 2, 3
 
 
 async def _execute(job: Plan, interrupts: Interrupts) -> EvalRunResult:

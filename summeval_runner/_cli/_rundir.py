@@ -30,11 +30,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from summeval_runner._cli._exit_codes import EXIT_BAD_INPUT
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._journal import JOURNAL, locked
 
-# summeval-run's code for bad config (``_app.EXIT_BAD_INPUT``, which imports this module).
-EXIT_BAD_INPUT = 2
 _HYDRA_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
 
 # Run directories that did not exist when their run started, each with the highest of its

@@ -1,0 +1,6 @@
+"""``summeval-run``'s exit codes, in one place (``--help`` and the README state them)."""
+
+EXIT_OK = 0  # the run completed
+EXIT_FAILED = 1  # too many errors, nothing scored, a refused key, or an unreachable judge
+EXIT_BAD_INPUT = 2  # bad config or input, found before any judge call
+EXIT_NOT_RECORDED = 3  # a result, the tables or the manifest could not be written
