@@ -158,8 +158,8 @@ def ranks(values: Values) -> FloatArray:
 def pearson(x: Values, y: Values) -> float:
     """Pearson's linear correlation in [-1, 1]; nan with fewer than 2 values or a constant side.
 
-    >>> pearson([1.0, 2.0, 3.0], [2.0, 4.0, 7.0])
-    0.9933992677987828
+    >>> round(pearson([1.0, 2.0, 3.0], [2.0, 4.0, 7.0]), 4)
+    0.9934
     """
     a, b = _pair(x, y, ("x", "y"))
     return float(_weighted_pearson(a, b, np.ones((1, a.size)))[0])
@@ -627,8 +627,10 @@ def _finite(name: str, values: Values) -> FloatArray:
     bad = np.flatnonzero(~np.isfinite(array))
     if bad.size:
         index = int(bad[0])
+        value = values[index]
+        shown = repr(float(value)) if isinstance(value, (float, np.floating)) else repr(value)
         raise ValueError(
-            f"{name}[{index}] must be a finite number, got {values[index]!r} "
+            f"{name}[{index}] must be a finite number, got {shown} "
             "(drop or fill missing ratings before measuring agreement)"
         )
     return array
@@ -687,8 +689,8 @@ def _weighted_ranks(values: FloatArray, weights: FloatArray) -> FloatArray:
 
 def _varies(values: FloatArray, weights: FloatArray) -> npt.NDArray[np.bool_]:
     present = weights > 0
-    low = np.where(present, values, np.inf).min(axis=-1)
-    high = np.where(present, values, -np.inf).max(axis=-1)
+    low = np.where(present, values, np.inf).min(axis=-1, initial=np.inf)
+    high = np.where(present, values, -np.inf).max(axis=-1, initial=-np.inf)
     return np.asarray(high > low)
 
 
@@ -727,6 +729,9 @@ def _weighted_balanced_accuracy(
     scores: FloatArray, labels: FloatArray, weights: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
     """Best balanced accuracy over cut points and its threshold, per row of weights."""
+    if scores.size == 0:
+        undefined = np.full(weights.shape[0], np.nan)
+        return undefined, undefined
     order = np.argsort(-scores, kind="stable")
     ordered = scores[order]
     ordered_weights = weights[:, order]

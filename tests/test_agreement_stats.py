@@ -83,6 +83,7 @@ def test_pearson_matches_numpy_and_is_nan_when_undefined() -> None:
     assert pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)
     assert math.isnan(pearson([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]))
     assert math.isnan(pearson([1.0], [1.0]))
+    assert math.isnan(pearson([], []))
 
 
 def test_spearman_matches_pandas_ranks_with_ties() -> None:
@@ -122,6 +123,8 @@ def test_best_balanced_accuracy_and_its_threshold() -> None:
     assert threshold == 0.7
     # Cuts at 4 and at 2 both give 0.75: the highest is the one reported.
     assert best_balanced_accuracy([1, 2, 3, 4], [0, 1, 0, 1]) == (0.75, 4.0)
+    for scores, labels in (([0.3, 0.6], [1, 1]), ([], [])):
+        assert all(math.isnan(v) for v in best_balanced_accuracy(scores, labels))
 
 
 # --- levels, grouping, systems --------------------------------------------------------------
@@ -345,6 +348,8 @@ def test_lengths_must_match() -> None:
 def test_ratings_must_be_finite_numbers() -> None:
     with pytest.raises(ValueError, match=r"metric\[1\] must be a finite number, got nan \(drop"):
         agreement_statistics([1.0, math.nan, 3.0], [1, 2, 3], None)
+    with pytest.raises(ValueError, match=r"metric\[0\] must be a finite number, got inf"):
+        agreement_statistics(np.array([np.inf, 1.0]), [1, 2], None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"human\[2\] must be a finite number, got None"):
         agreement_statistics([1, 2, 3], [1, 2, None], None)  # type: ignore[list-item]
     with pytest.raises(ValueError, match=r"human\[0\] must be a finite number, got 'good'"):
