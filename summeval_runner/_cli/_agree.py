@@ -32,7 +32,7 @@ from summeval_runner._cli._plan import (
     run_options,
 )
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._agreement import AGREEMENT, read_agreement
+from summeval_runner._io._agreement import AGREEMENT, agreement_rows
 from summeval_runner._io._ratings import DIMENSIONS, HumanRatings, HumanTarget
 from summeval_runner._io._report import write_report
 from summeval_runner._runner._agreement import check_resamples, judge_agreement
@@ -79,10 +79,7 @@ class AgreementPlan:
         """The figures as a table, and the run's report with them."""
         if not (self.run_dir / AGREEMENT).is_file():
             return  # the run did not complete: no figure is computed on part of the rows
-        table = [
-            {str(key): value for key, value in row.items()}
-            for row in read_agreement(self.run_dir).to_dict("records")
-        ]
+        table = agreement_rows(self.run_dir)
         print(format_agreement(table))
         report = write_report(
             [self.run_dir],
@@ -173,14 +170,14 @@ def _target(dimension: str, setting: Any) -> HumanTarget:
     return HumanTarget(dimension, tuple(names), binary)  # type: ignore[arg-type]
 
 
-def _number(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def _number(value: float | None, sign: bool = False) -> str:
+    if value is None or math.isnan(value):
         return "n/a"
-    return f"{value:.3f}"
+    return f"{value:+.3f}" if sign else f"{value:.3f}"
 
 
-def _interval(low: Any, high: Any) -> str:
-    if low is None or high is None or any(math.isnan(v) for v in (low, high)):
+def _interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
         return ""
     return f"[{low:.3f}, {high:.3f}]"
 
@@ -207,10 +204,8 @@ def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
             f"{_interval(row['ci_low'], row['ci_high']):<16} {row['groups']:>7} {row['rows']:>5}"
         )
         if compared:
-            difference = row["difference"]
-            shown = "n/a" if difference is None or math.isnan(difference) else f"{difference:+.3f}"
             line += (
-                f"  {shown:>12}  "
+                f"  {_number(row['difference'], sign=True):>12}  "
                 f"{_interval(row['difference_ci_low'], row['difference_ci_high']):<16}"
             )
         lines.append(line)

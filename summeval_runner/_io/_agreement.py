@@ -197,14 +197,24 @@ def write_agreement(
 
 def read_agreement(run_dir: Path) -> pd.DataFrame:
     """A run's ``agreement.parquet``; ``InputError`` naming the directory if it has none."""
+    frame: pd.DataFrame = _agreement_table(run_dir).to_pandas()
+    return frame
+
+
+def agreement_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """A run's figures as plain values (``None`` where a figure has none, never NaN)."""
+    rows: list[dict[str, Any]] = _agreement_table(run_dir).to_pylist()
+    return rows
+
+
+def _agreement_table(run_dir: Path) -> pa.Table:
     path = Path(run_dir) / AGREEMENT
     if not path.is_file():
         raise InputError(
             f"{run_dir} has no {AGREEMENT}: it is not a run of summeval-agree (or it did not "
             "finish)"
         )
-    frame: pd.DataFrame = pq.read_table(path).to_pandas()
-    return frame
+    return pq.read_table(path)
 
 
 def read_scores(run_dir: Path) -> dict[str, dict[str, float | None]]:

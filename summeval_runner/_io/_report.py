@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._io._agreement import AGREEMENT, read_agreement
+from summeval_runner._io._agreement import AGREEMENT, agreement_rows
 from summeval_runner._io._compare import Run, compare_loaded, load_runs, run_counts
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 
@@ -149,7 +149,7 @@ def _agreement_section(runs: list[Run]) -> str:
     for run in runs:
         if not (run.path / AGREEMENT).is_file():
             continue
-        figures = read_agreement(run.path).to_dict("records")
+        figures = agreement_rows(run.path)
         compared = next((f["baseline"] for f in figures if f["baseline"]), None)
         head = (
             "<tr><th>dimension</th><th>human rating</th><th>level</th><th>statistic</th>"
@@ -167,7 +167,7 @@ def _agreement_section(runs: list[Run]) -> str:
             )
             if compared:
                 diff = f["difference"]
-                shown = "n/a" if diff is None or math.isnan(diff) else f"{float(diff):+.3f}"
+                shown = "n/a" if diff is None else f"{diff:+.3f}"
                 cells += (
                     f"<td class='num'>{shown}</td>"
                     f"<td class='ci'>{_interval(f['difference_ci_low'], f['difference_ci_high'])}"
