@@ -60,6 +60,7 @@ PUBLIC = {
     "AnalyzeInput",
     "ReasonInput",
     "OfflineJudge",
+    "OfflineSettings",
     "OpenAIJudge",
     "OpenAIJudgeConfig",
     "FakeJudge",

@@ -269,19 +269,20 @@ def analyse(text: str, *, lexicon: bool = True, numbers: bool = True) -> Analyse
         surface = match.group(0)
         lower = surface.lower().replace("\u2019", "'")
         start = match.start()
-        if _PHRASE_BREAK.search(scanned, previous_end, start):
+        # Searched only while a negation is open: most tokens are read outside any.
+        if scope and _PHRASE_BREAK.search(scanned, previous_end, start):
             scope = 0
         previous_end = match.end()
-        sentence_start = at_sentence_start or bool(
-            _AFTER_SENTENCE_END.search(scanned, max(0, start - 2), start)
-        )
-        at_sentence_start = False
+        first_token, at_sentence_start = at_sentence_start, False
         if lower in NEGATIONS or lower.endswith("n't"):
             negated = True
             scope = _NEGATION_SCOPE
             continue
         if lower in STOP_WORDS:
             continue
+        sentence_start = first_token or bool(
+            _AFTER_SENTENCE_END.search(scanned, max(0, start - 2), start)
+        )
         is_number = surface[0].isdigit() or lower in NUMBER_WORDS
         extra: list[Term] = []
         if is_number and numbers:
