@@ -20,10 +20,12 @@ from summeval_runner._errors import (
     RunRecordError,
     SummevalError,
 )
+from summeval_runner._io._agreement import AgreementFigure
 from summeval_runner._io._compare import compare_runs
 from summeval_runner._io._datasets import DatasetError, DatasetFile, FieldMap, Item, load_dataset
 from summeval_runner._io._manifest import Manifest
 from summeval_runner._io._merge import MergedRun, merge_runs
+from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
 from summeval_runner._io._report import write_report
 from summeval_runner._judges._fake import FakeJudge
 from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
@@ -44,6 +46,11 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._messages import ToolResult, extract_tool_results
+from summeval_runner._runner._agreement import (
+    AgreementResult,
+    judge_agreement,
+    judge_agreement_sync,
+)
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._run import EvalRunResult, Scorer, run_evals, run_evals_sync
@@ -61,6 +68,8 @@ __version__ = _version("summeval_runner")
 
 __all__ = [
     "PROMPT_VERSION",
+    "AgreementFigure",
+    "AgreementResult",
     "AnalyzeInput",
     "AnalyzeStepResult",
     "ClaimVerdict",
@@ -71,6 +80,8 @@ __all__ = [
     "EvalRunResult",
     "FakeJudge",
     "FieldMap",
+    "HumanRatings",
+    "HumanTarget",
     "InputError",
     "Item",
     "ItemResult",
@@ -95,6 +106,7 @@ __all__ = [
     "PreprocessStepResult",
     "PromptMessage",
     "QuestionVerdict",
+    "RatingsError",
     "ReasonInput",
     "ReasonStepResult",
     "RetryPolicy",
@@ -114,6 +126,8 @@ __all__ = [
     "compare_runs",
     "create_summarization_scorer",
     "extract_tool_results",
+    "judge_agreement",
+    "judge_agreement_sync",
     "load_dataset",
     "merge_runs",
     "run_evals",

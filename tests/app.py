@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from summeval_runner._cli import _app, _cache_command, _compare_command, _merge_command
+from summeval_runner._cli import _agree, _app, _cache_command, _compare_command, _merge_command
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
@@ -109,6 +109,12 @@ def run_app(run_dir: Path, *overrides: str, env: dict[str, str] | None = None) -
     """``summeval-run hydra.run.dir=<run_dir> <overrides>``, in this process, from
     ``run_dir``'s parent."""
     return run_command(_app.run, _argv(run_dir, overrides), cwd=run_dir.parent, env=env)
+
+
+def run_agree(run_dir: Path, *overrides: str, env: dict[str, str] | None = None) -> Completed:
+    """``summeval-agree hydra.run.dir=<run_dir> <overrides>``, in this process, from
+    ``run_dir``'s parent."""
+    return run_command(_agree.run, _argv(run_dir, overrides), cwd=run_dir.parent, env=env)
 
 
 def run_sweep(sweep_dir: Path, *overrides: str, env: dict[str, str] | None = None) -> Completed:

@@ -28,6 +28,14 @@ PUBLIC = {
     # what is scored
     "extract_tool_results",
     "ToolResult",
+    # agreement with human ratings
+    "judge_agreement",
+    "judge_agreement_sync",
+    "AgreementResult",
+    "AgreementFigure",
+    "HumanRatings",
+    "HumanTarget",
+    "RatingsError",
     # the runner, its options and datasets
     "run_evals",
     "run_evals_sync",

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -34,7 +35,7 @@ from summeval_runner._cli._exit_codes import (
     EXIT_NOT_RECORDED,
     EXIT_OK,
 )
-from summeval_runner._cli._plan import HydraJob, Plan, plan
+from summeval_runner._cli._plan import HydraJob, plan
 from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._rundir import discard_refused
 from summeval_runner._cli._signals import Interrupts
@@ -47,42 +48,48 @@ from summeval_runner._errors import (
 )
 from summeval_runner._io._journal import locked
 from summeval_runner._io._manifest import read_manifest, write_manifest
-from summeval_runner._runner._run import EvalRunResult, run_evals
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._run import EvalRunResult
 from summeval_runner._secrets import scrub
 
 
-async def _execute(job: Plan, interrupts: Interrupts) -> EvalRunResult:
+class Job(Protocol):
+    """One run the app was asked for, planned and checked: ``summeval-run``'s ``Plan`` or
+    ``summeval-agree``'s ``AgreementPlan``."""
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    @property
+    def options(self) -> RunOptions: ...
+
+    def execute(self, stop: asyncio.Event) -> Awaitable[EvalRunResult]: ...
+
+    def finish(self) -> None: ...
+
+
+async def _execute(job: Job, interrupts: Interrupts) -> EvalRunResult:
     stop = asyncio.Event()
     interrupts.attach(stop)
     try:
-        return await run_evals(
-            target=job.target,
-            scorers=[job.scorer],
-            data=job.dataset,
-            options=job.options,
-            output_dir=job.run_dir,
-            resume=job.resume,
-            config=job.config,
-            overrides=job.overrides,
-            stop=stop,
-            # Each item is in the journal as soon as it completes; keeping every result in
-            # memory too would grow with the dataset.
-            keep_results=False,
-        )
+        return await job.execute(stop)
     finally:
         interrupts.detach()
-        # The agent was built by this app: its connections close inside this event loop.
-        close = getattr(job.target, "aclose", None)
-        if close is not None:
-            await close()
 
 
-def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int:
-    """One run: plan, run, print a summary; the exit code."""
+def run_job(
+    cfg: DictConfig,
+    hydra_job: HydraJob,
+    interrupts: Interrupts,
+    prepare: Callable[[DictConfig, HydraJob], Job] = plan,
+) -> int:
+    """One run: plan, run, print a summary; the exit code. ``prepare`` turns the config into
+    the job (``summeval-run``'s ``plan`` by default); messages name ``hydra_job.name``."""
+    program = hydra_job.name
     try:
-        job = plan(cfg, hydra_job)
+        job = prepare(cfg, hydra_job)
     except SummevalError as error:
-        print(f"summeval-run: error: {scrub(str(error))}", file=sys.stderr)
+        print(f"{program}: error: {scrub(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         result = asyncio.run(_execute(job, interrupts))
@@ -91,10 +98,10 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
         with contextlib.suppress(SummevalError, OSError):
             print(counts_line(read_manifest(job.run_dir)), file=sys.stderr)
         print(
-            f"summeval-run: failed: {scrub(str(error))}\n"
+            f"{program}: failed: {scrub(str(error))}\n"
             f"The items recorded before are kept in {job.run_dir}. Once the cause is fixed "
             f"(free some space), finish the run with:\n"
-            f"  {resume_command(job.run_dir, hydra_job.overrides)}",
+            f"  {resume_command(job.run_dir, hydra_job.overrides, program)}",
             file=sys.stderr,
         )
         _record_exit_code(job.run_dir, EXIT_NOT_RECORDED)
@@ -105,7 +112,7 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
         exit_code = EXIT_FAILED
     except SummevalError as error:
         # Found before any judge call: the data, the run directory, a resume of another run.
-        print(f"summeval-run: error: {scrub(str(error))}", file=sys.stderr)
+        print(f"{program}: error: {scrub(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     else:
         # The library's gate: every item finished, one scored at least, errors within budget.
@@ -122,7 +129,7 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
     except ConfigError as error:
         # Another process took the directory the moment this run let go of it (a resume):
         # its manifest is that run's now; this run's outcome is still printed and returned.
-        print(f"summeval-run: the exit code was not recorded: {error}", file=sys.stderr)
+        print(f"{program}: the exit code was not recorded: {error}", file=sys.stderr)
         manifest = read_manifest(job.run_dir)
     shard = manifest.shard
     if shard is not None and manifest.dataset is not None:
@@ -131,6 +138,7 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
             f"{manifest.dataset.items} items"
         )
     print_summary(job.run_dir, manifest)
+    job.finish()
     if shard is not None:
         selected = shard.items
     else:
@@ -138,21 +146,21 @@ def run_job(cfg: DictConfig, hydra_job: HydraJob, interrupts: Interrupts) -> int
     counts = manifest.counts
     if manifest.status == "interrupted":
         print(
-            f"summeval-run: interrupted: {manifest.unfinished} of {selected} items unfinished; "
+            f"{program}: interrupted: {manifest.unfinished} of {selected} items unfinished; "
             f"the finished ones are in {job.run_dir}. To resume:\n"
-            f"  {resume_command(job.run_dir, hydra_job.overrides)}",
+            f"  {resume_command(job.run_dir, hydra_job.overrides, program)}",
             file=sys.stderr,
         )
     elif exit_code == EXIT_FAILED and counts is not None and not manifest.stopped_because:
         if counts.scored == 0:
             print(
-                f"summeval-run: no item was scored ({counts.unscorable} unscorable, "
+                f"{program}: no item was scored ({counts.unscorable} unscorable, "
                 f"{counts.errors} errors): the run measured nothing",
                 file=sys.stderr,
             )
         else:
             print(
-                f"summeval-run: {counts.error_rate:.1%} of items errored, more than "
+                f"{program}: {counts.error_rate:.1%} of items errored, more than "
                 f"runner.max_error_rate ({job.options.max_error_rate:.1%}); see error_type and "
                 "error_message in items.parquet",
                 file=sys.stderr,
@@ -173,18 +181,30 @@ def run(argv: Sequence[str] | None = None) -> int:
     In-process, as the console script runs it: Hydra parses the arguments, composes the config,
     runs the job (or a sweep's jobs) and its callbacks.
     """
+    return run_app(argv, program="summeval-run", config_name=CONFIG_NAME, prepare=plan)
+
+
+def run_app(
+    argv: Sequence[str] | None,
+    *,
+    program: str,
+    config_name: str,
+    prepare: Callable[[DictConfig, HydraJob], Job],
+) -> int:
+    """A Hydra app of this package (``summeval-run``, ``summeval-agree``): its primary config
+    ``config_name``, each job planned by ``prepare`` and run by ``run_job``; the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--version" in arguments:
-        print(f"summeval-run {__version__} (Hydra {hydra.__version__})")
+        print(f"{program} {__version__} (Hydra {hydra.__version__})")
         return EXIT_OK
     register_configs(ConfigStore.instance())
     exit_codes: list[int] = []
     interrupts = Interrupts()
 
-    @hydra.main(version_base=None, config_path=CONFIG_PATH, config_name=CONFIG_NAME)
+    @hydra.main(version_base=None, config_path=CONFIG_PATH, config_name=config_name)
     def app(cfg: DictConfig) -> None:
         hydra_job = HydraJob.current()
-        code = run_job(cfg, hydra_job, interrupts)
+        code = run_job(cfg, hydra_job, interrupts, prepare)
         exit_codes.append(code)
         if code == EXIT_BAD_INPUT:
             # A refused run leaves no directory behind (only one this run made and nothing
@@ -197,7 +217,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(code)
 
     saved_argv = sys.argv
-    sys.argv = [saved_argv[0] if saved_argv else "summeval-run", *arguments]
+    sys.argv = [saved_argv[0] if saved_argv else program, *arguments]
     interrupts.install()
     try:
         app()

@@ -88,9 +88,51 @@ class AppConfig:
     runner: RunnerConfig = field(default_factory=RunnerConfig)
 
 
+@dataclass
+class HumanFieldsConfig:
+    source: str = "source"
+    summary: str = "summary"
+    # The field shared by the summaries of one source; null when each source has one summary.
+    group: str | None = "doc_id"
+    system: str | None = None
+    id: str | None = None
+
+
+@dataclass
+class HumanConfig:
+    path: str = MISSING
+    format: str = "auto"
+    limit: int | None = None
+    fields: HumanFieldsConfig = field(default_factory=HumanFieldsConfig)
+    # alignment, coverage and score, each {ratings: [column, ...], binary: false}: held against
+    # one rating, or the mean of several; a binary label (0/1) when binary is true. Checked by
+    # _agree.human_ratings (a typed node would refuse +human.against.coverage={...}).
+    against: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AgreementConfig:
+    # A summeval-agree run directory on the same ratings file: each figure gets the paired
+    # difference from it.
+    baseline: str | None = None
+    resamples: int = 1000
+    seed: int = 0
+
+
+@dataclass
+class AgreeConfig:
+    human: HumanConfig = field(default_factory=HumanConfig)
+    model: Any = MISSING
+    scorer: ScorerConfig = field(default_factory=ScorerConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    agreement: AgreementConfig = field(default_factory=AgreementConfig)
+
+
 def register_configs(store: ConfigStore) -> None:
-    """Register the schema that ``_configs/config.yaml`` builds on."""
+    """Register the schemas that ``_configs/config.yaml`` (``summeval-run``) and
+    ``_configs/agree.yaml`` (``summeval-agree``) build on."""
     store.store(name="base_config", node=AppConfig)
+    store.store(name="agree_base_config", node=AgreeConfig)
 
 
 def path_safe(name: str) -> str:

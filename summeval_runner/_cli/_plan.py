@@ -7,6 +7,7 @@ rule is a ``ConfigError`` that names the option (``runner.max_items_in_flight mu
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
@@ -24,6 +25,7 @@ from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._io._datasets import DatasetFile, FieldMap
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._run import EvalRunResult, run_evals
 from summeval_runner._scorers._summarization import SummarizationScorer, create_summarization_scorer
 from summeval_runner._secrets import redact, scrub
 
@@ -67,21 +69,38 @@ class Plan:
     config: dict[str, Any]
     overrides: tuple[str, ...]
 
+    async def execute(self, stop: asyncio.Event) -> EvalRunResult:
+        """The run, in the library; ``stop`` set by Ctrl-C or SIGTERM."""
+        try:
+            return await run_evals(
+                target=self.target,
+                scorers=[self.scorer],
+                data=self.dataset,
+                options=self.options,
+                output_dir=self.run_dir,
+                resume=self.resume,
+                config=self.config,
+                overrides=self.overrides,
+                stop=stop,
+                # Each item is in the journal as soon as it completes; keeping every result in
+                # memory too would grow with the dataset.
+                keep_results=False,
+            )
+        finally:
+            # The agent was built by this app: its connections close inside this event loop.
+            close = getattr(self.target, "aclose", None)
+            if close is not None:
+                await close()
+
+    def finish(self) -> None:
+        """What the app prints after the run's summary: nothing more for ``summeval-run``."""
+
 
 def plan(cfg: DictConfig, job: HydraJob) -> Plan:
     """Check the config and build the run's parts; ``SummevalError`` naming what is wrong."""
-    _refuse_unknown_settings(cfg)
-    options = _options(cfg.runner, job)
-    try:
-        judge = resolve_judge(_judge_settings(cfg.model))
-    except ConfigError as error:
-        raise ConfigError(f"model: {error}") from None
-    try:
-        scorer = create_summarization_scorer(
-            judge, {"max_questions": cfg.scorer.max_questions, "scale": cfg.scorer.scale}
-        )
-    except ConfigError as error:
-        raise ConfigError(f"scorer.{error}") from None
+    refuse_unknown_settings(cfg)
+    options = run_options(cfg.runner, job)
+    scorer = build_scorer(cfg)
     target = _build_target(cfg.target)
     fields = cfg.dataset.fields
     if target is None and not fields.output:
@@ -109,12 +128,26 @@ def plan(cfg: DictConfig, job: HydraJob) -> Plan:
         target=target,
         scorer=scorer,
         options=options,
-        config=_container(cfg),
+        config=container(cfg),
         overrides=job.overrides,
     )
 
 
-def _refuse_unknown_settings(node: DictConfig, prefix: str = "") -> None:
+def build_scorer(cfg: DictConfig) -> SummarizationScorer:
+    """The summarization scorer of the ``model`` (the judge) and ``scorer`` groups."""
+    try:
+        judge = resolve_judge(_judge_settings(cfg.model))
+    except ConfigError as error:
+        raise ConfigError(f"model: {error}") from None
+    try:
+        return create_summarization_scorer(
+            judge, {"max_questions": cfg.scorer.max_questions, "scale": cfg.scorer.scale}
+        )
+    except ConfigError as error:
+        raise ConfigError(f"scorer.{error}") from None
+
+
+def refuse_unknown_settings(node: DictConfig, prefix: str = "") -> None:
     """A key added with ``+`` where the schema has none (``+scorer.max_question=5``) would be
     silently ignored: refuse it, naming the settings there are. ``model`` and ``target`` have
     no fixed schema: the judge's provider and the target's signature check theirs."""
@@ -131,11 +164,12 @@ def _refuse_unknown_settings(node: DictConfig, prefix: str = "") -> None:
             )
         child = node._get_node(key)
         if isinstance(child, DictConfig):
-            _refuse_unknown_settings(child, f"{name}.")
+            refuse_unknown_settings(child, f"{name}.")
 
 
-def _options(runner: DictConfig, job: HydraJob) -> RunOptions:
-    values = _container(runner)
+def run_options(runner: DictConfig, job: HydraJob) -> RunOptions:
+    """``RunOptions`` of the ``runner`` group (less ``resume``, which is the app's)."""
+    values = container(runner)
     values.pop("resume")
     if values["cache_path"]:
         values["cache_path"] = to_absolute_path(values["cache_path"])
@@ -153,7 +187,7 @@ def _variant(overrides: tuple[str, ...]) -> str:
     return scrub(",".join(sorted(redact(kept)))) or "default"
 
 
-def _container(node: DictConfig) -> dict[str, Any]:
+def container(node: DictConfig) -> dict[str, Any]:
     values = OmegaConf.to_container(node, resolve=True)
     assert isinstance(values, dict)
     return {str(key): value for key, value in values.items()}

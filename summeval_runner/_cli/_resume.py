@@ -24,8 +24,9 @@ def hydra_value(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def resume_command(run_dir: Path, overrides: Sequence[str]) -> str:
-    """``summeval-run`` with the run's overrides and ``runner.resume=<run_dir>``.
+def resume_command(run_dir: Path, overrides: Sequence[str], program: str = "summeval-run") -> str:
+    """``program`` (``summeval-run``, ``summeval-agree``) with the run's overrides and
+    ``runner.resume=<run_dir>``.
 
     >>> resume_command(Path("outputs/run"), ["target.k=2", "runner.resume=old"])
     'summeval-run target.k=2 runner.resume=outputs/run'
@@ -37,4 +38,4 @@ def resume_command(run_dir: Path, overrides: Sequence[str]) -> str:
     """
     # Printed: a credential in an override (a base_url's key=) shows as *** to be typed again.
     kept = [scrub(redact(o)) for o in overrides if not o.startswith("runner.resume=")]
-    return shlex.join(["summeval-run", *kept, f"runner.resume={hydra_value(str(run_dir))}"])
+    return shlex.join([program, *kept, f"runner.resume={hydra_value(str(run_dir))}"])

@@ -71,7 +71,12 @@ def _problem(path: Path) -> str | None:
     return None
 
 
-def _make(option: str, path: Path) -> None:
+def _program(config: DictConfig) -> str:
+    """The app's name in its messages: ``summeval-run`` or ``summeval-agree``."""
+    return str(OmegaConf.select(config, "hydra.job.name", default="summeval-run"))
+
+
+def _make(program: str, option: str, path: Path) -> None:
     """Make ``path``, or refuse it with one line and exit 2. Made here rather than checked:
     only the file system knows (a read-only mount, /proc, permissions that do not bind root)."""
     problem = _problem(path)
@@ -81,12 +86,12 @@ def _make(option: str, path: Path) -> None:
         except OSError as error:
             problem = f"{path} cannot be made: {error.strerror or error}"
     if problem is not None:
-        print(f"summeval-run: error: {option}: {problem}", file=sys.stderr)
+        print(f"{program}: error: {option}: {problem}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def _refuse(message: str) -> None:
-    print(f"summeval-run: error: {message}", file=sys.stderr)
+def _refuse(program: str, message: str) -> None:
+    print(f"{program}: error: {message}", file=sys.stderr)
     raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -96,27 +101,30 @@ def _check_holds_run(path: Path, config: DictConfig) -> None:
     ``.hydra/`` files, which it does before the job (and the library) could refuse."""
     if not (path / JOURNAL).is_file():
         return
+    program = _program(config)
     resume = config.get("runner", {}).get("resume")
     if not resume or Path(str(resume)).absolute() != path:
         _refuse(
+            program,
             f"{path} already holds a run; choose another directory, or continue that "
-            f"run (summeval-run runner.resume={path}; in Python, resume=True)"
+            f"run ({program} runner.resume={path}; in Python, resume=True)",
         )
     try:
         # Taken and let go at once: the run takes it again when it opens its journal.
         with locked(path):
             pass
     except ConfigError as error:
-        _refuse(str(error))
+        _refuse(program, str(error))
 
 
-def _given(option: str, value: Any) -> Path:
+def _given(program: str, option: str, value: Any) -> Path:
     given = "" if value is None else str(value)
     if not given.strip():
         # Path("") is the current directory: the run's files would land among the user's.
         _refuse(
+            program,
             f"{option} is empty; give it a directory of its own ({option}=outputs/my-run), "
-            "or leave it out for a new one under outputs/"
+            "or leave it out for a new one under outputs/",
         )
     return Path(given).absolute()
 
@@ -126,7 +134,8 @@ class RunDirectoryCheck(Callback):
     or one that holds another run; notes whether it is new."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        path = _given("hydra.run.dir", config.hydra.run.dir)
+        program = _program(config)
+        path = _given(program, "hydra.run.dir", config.hydra.run.dir)
         _check_holds_run(path, config)
         _made_by_run.pop(path, None)
         if not path.exists():
@@ -134,10 +143,13 @@ class RunDirectoryCheck(Callback):
             while not top.parent.exists():
                 top = top.parent
             _made_by_run[path] = top
-        _make("hydra.run.dir", path)
+        _make(program, "hydra.run.dir", path)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _make("hydra.sweep.dir", _given("hydra.sweep.dir", config.hydra.sweep.dir))
+        program = _program(config)
+        _make(
+            program, "hydra.sweep.dir", _given(program, "hydra.sweep.dir", config.hydra.sweep.dir)
+        )
 
 
 def _only_hydra_files(path: Path, log_name: str) -> bool:

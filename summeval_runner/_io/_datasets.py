@@ -252,11 +252,16 @@ class DatasetFile:
 
     def sha256(self) -> str:
         """The SHA-256 of the file's bytes."""
-        digest = hashlib.sha256()
-        with self.path.open("rb") as file:
-            for block in iter(lambda: file.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+        return file_sha256(self.path)
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read a block at a time."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load_dataset(

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from summeval_runner._io._agreement import AGREEMENT, read_agreement
 from summeval_runner._io._compare import Run, compare_loaded, load_runs, run_counts
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 
@@ -105,6 +106,7 @@ def render_report(
         f'<p class="muted">summeval_runner report, written '
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.</p>",
         _runs_section(runs, base),
+        _agreement_section(runs),
         _summary_section(comparison, base is not None),
         _plots_section(runs),
     ]
@@ -139,6 +141,50 @@ def _runs_section(runs: list[Run], base: Run | None) -> str:
         "<th>judge</th><th>prompts</th><th>items</th><th>scored</th><th>unscorable</th>"
         "<th>errors</th><th>started</th></tr>" + "".join(rows) + "</table>"
     )
+
+
+def _agreement_section(runs: list[Run]) -> str:
+    """For each run of ``summeval-agree``: how its judge agrees with people's ratings."""
+    blocks = []
+    for run in runs:
+        if not (run.path / AGREEMENT).is_file():
+            continue
+        figures = read_agreement(run.path).to_dict("records")
+        compared = next((f["baseline"] for f in figures if f["baseline"]), None)
+        head = (
+            "<tr><th>dimension</th><th>human rating</th><th>level</th><th>statistic</th>"
+            "<th>value</th><th>95% CI</th><th>sources</th><th>rows</th>"
+            + (f"<th>vs {_e(compared)}</th><th>paired 95% CI</th>" if compared else "")
+            + "<th>note</th></tr>"
+        )
+        rows = []
+        for f in figures:
+            cells = (
+                f"<td>{_e(f['dimension'])}</td><td>{_e(f['rating'])}</td><td>{_e(f['level'])}</td>"
+                f"<td>{_e(f['statistic'])}</td><td class='num'>{_number(f['value'])}</td>"
+                f"<td class='ci'>{_interval(f['ci_low'], f['ci_high'])}</td>"
+                f"<td class='num'>{int(f['groups'])}</td><td class='num'>{int(f['rows'])}</td>"
+            )
+            if compared:
+                diff = f["difference"]
+                shown = "n/a" if diff is None or math.isnan(diff) else f"{float(diff):+.3f}"
+                cells += (
+                    f"<td class='num'>{shown}</td>"
+                    f"<td class='ci'>{_interval(f['difference_ci_low'], f['difference_ci_high'])}"
+                    "</td>"
+                )
+            rows.append(f"<tr>{cells}<td class='muted'>{_e(f['note'])}</td></tr>")
+        ratings = figures[0]["ratings_path"] if figures else ""
+        blocks.append(
+            f"<h3>{_e(run.variant)}: judge {_e(figures[0]['judge'] if figures else '')}</h3>"
+            f"<p class='muted'>Held against the ratings in {_e(ratings)}. Summary level: "
+            "within each source, over its summaries, then the mean over sources. Intervals: "
+            "95% bootstrap, resampling sources.</p>"
+            f"<table>{head}{''.join(rows)}</table>"
+        )
+    if not blocks:
+        return ""
+    return "<h2>Agreement with human ratings</h2>" + "".join(blocks)
 
 
 def _summary_section(comparison: pd.DataFrame, paired: bool) -> str:

@@ -1,0 +1,257 @@
+"""Human ratings in: a file of sources, summaries and people's ratings, read and checked whole.
+
+``summeval-agree`` and ``judge_agreement`` judge every rated summary and hold each of the
+judge's dimensions against a rating. Every problem is found before any judge call and named
+with the file, the row and the field, as datasets' are:
+``ratings.csv row 7: field 'consistency' (human.against.alignment) must be a number, got 'high'``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from summeval_runner._io._datasets import (
+    DatasetError,
+    IdAllocator,
+    _rows,
+    detect_format,
+    file_sha256,
+)
+
+Dimension = Literal["alignment", "coverage", "score"]
+DIMENSIONS: tuple[Dimension, ...] = get_args(Dimension)
+
+
+class RatingsError(DatasetError):
+    """A ratings file cannot be read or breaks a rule; the message names the file, row and
+    field."""
+
+
+@dataclass(frozen=True)
+class HumanTarget:
+    """What one of the judge's dimensions is held against: a rating column, or the mean of
+    several (``score`` against the mean of consistency and relevance); on a scale, or a binary
+    label (1: people call the summary good on that dimension, 0: not)."""
+
+    dimension: Dimension
+    ratings: tuple[str, ...]
+    binary: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ratings", tuple(self.ratings))
+        if self.dimension not in DIMENSIONS:
+            raise RatingsError(
+                f"human.against: {self.dimension!r} is not a dimension of the judge "
+                f"(it has: {', '.join(DIMENSIONS)})"
+            )
+        if not self.ratings or not all(isinstance(r, str) and r for r in self.ratings):
+            raise RatingsError(
+                f"human.against.{self.dimension}.ratings must name one rating column or more, "
+                f"got {list(self.ratings)!r}"
+            )
+        if self.binary and len(self.ratings) > 1:
+            raise RatingsError(
+                f"human.against.{self.dimension}: a binary label is one column, got "
+                f"{list(self.ratings)!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        """The rating as a table shows it: ``consistency``, ``mean(consistency, relevance)``."""
+        if len(self.ratings) == 1:
+            return self.ratings[0]
+        return f"mean({', '.join(self.ratings)})"
+
+
+# SummEval's ratings, as its expert annotations name them (../shared/data/README.md).
+SUMMEVAL_TARGETS = (
+    HumanTarget("alignment", ("consistency",)),
+    HumanTarget("coverage", ("relevance",)),
+    HumanTarget("score", ("consistency", "relevance")),
+)
+
+
+@dataclass(frozen=True)
+class RatedSummary:
+    """One row of a ratings file: a summary of a source, and what people rated it."""
+
+    id: str
+    source: str
+    summary: str
+    group: str | None
+    system: str | None
+    # Each rating a target names, as a number (a binary label as 0.0 or 1.0).
+    ratings: Mapping[str, float]
+    row: int
+
+
+@dataclass(frozen=True)
+class HumanRatings:
+    """A ratings file (JSONL, CSV or Parquet) and how to read it.
+
+    ``source`` and ``summary`` name the fields of the texts; ``group`` the field shared by the
+    summaries of one source (summary-level correlations are computed within each group, and
+    the bootstrap resamples groups): ``None`` when every source has one summary. ``system`` the
+    field naming the system that wrote each summary, for system-level correlations. ``id`` a
+    field of unique row ids (else ids are generated from the texts). ``targets``: what each
+    dimension is held against; SummEval's by default.
+    """
+
+    path: Path
+    source: str = "source"
+    summary: str = "summary"
+    group: str | None = "doc_id"
+    system: str | None = None
+    id: str | None = None
+    targets: tuple[HumanTarget, ...] = SUMMEVAL_TARGETS
+    format: str = "auto"
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+        object.__setattr__(self, "targets", tuple(self.targets))
+        if not self.targets:
+            raise RatingsError("human.against: hold at least one dimension against a rating")
+        seen = Counter(t.dimension for t in self.targets)
+        twice = [d for d, n in seen.items() if n > 1]
+        if twice:
+            raise RatingsError(f"human.against: {twice[0]} is held against two ratings")
+        for target in self.targets:
+            for rating in target.ratings:
+                kinds = {t.binary for t in self.targets if rating in t.ratings}
+                if len(kinds) > 1:
+                    raise RatingsError(
+                        f"human.against: {rating!r} is a binary label for one dimension and a "
+                        "scale for another"
+                    )
+        if self.limit is not None and self.limit < 2:
+            raise RatingsError(f"human.limit must be >= 2 or null, got {self.limit}")
+
+    def sha256(self) -> str:
+        """The SHA-256 of the file's bytes: two agreements pair only on the same ratings."""
+        return file_sha256(self.path)
+
+    def read(self) -> tuple[RatedSummary, ...]:
+        """Every row, checked: ``RatingsError`` naming the file, row and field at the first
+        problem."""
+        path = self.path
+        if path.is_dir():
+            raise RatingsError(
+                f"human.path: {path} is a directory; name a JSONL, CSV or Parquet file"
+            )
+        if not path.is_file():
+            raise RatingsError(f"human.path: no such file: {path}")
+        kind = detect_format(path, self.format)
+        binary = {r for t in self.targets if t.binary for r in t.ratings}
+        setting = {
+            r: f"human.against.{t.dimension}" for t in reversed(self.targets) for r in t.ratings
+        }
+        ids = IdAllocator(" (human.fields.id)")
+        rows: list[RatedSummary] = []
+        for number, row in _rows(path, kind):
+            where = f"{path} row {number}"
+            if not isinstance(row, Mapping):
+                raise RatingsError(f"{where}: a row must be an object with fields, got {row!r:.60}")
+            source = _text(row, self.source, "human.fields.source", where)
+            summary = _text(row, self.summary, "human.fields.summary", where)
+            group = _label(row, self.group, "human.fields.group", where)
+            system = _label(row, self.system, "human.fields.system", where)
+            ratings = {
+                name: _rating(row, name, setting[name], name in binary, where) for name in setting
+            }
+            raw_id = _label(row, self.id, "human.fields.id", where)
+            item_id = ids.assign(raw_id, source, summary, where=where, position=f"row {number}")
+            rows.append(RatedSummary(item_id, source, summary, group, system, ratings, number))
+            if self.limit is not None and len(rows) >= self.limit:
+                break
+        if len(rows) < 2:
+            raise RatingsError(
+                f"{path}: {len(rows)} rated summar{'y' if len(rows) == 1 else 'ies'}; "
+                "agreement needs two at least"
+            )
+        self._check_groups(rows)
+        return tuple(rows)
+
+    def _check_groups(self, rows: list[RatedSummary]) -> None:
+        if self.group is None:
+            return
+        sizes = Counter(row.group for row in rows)
+        alone = next((row for row in rows if sizes[row.group] == 1), None)
+        if alone is not None:
+            raise RatingsError(
+                f"{self.path} row {alone.row}: field {self.group!r} (human.fields.group) is "
+                f"{alone.group!r}, a group of one summary: summary-level agreement ranks the "
+                "summaries of each source, so each group needs two or more. Set "
+                "human.fields.group=null when each source has one summary"
+            )
+
+
+def _text(row: Mapping[str, Any], name: str, setting: str, where: str) -> str:
+    if name not in row or row[name] is None:
+        raise RatingsError(
+            f"{where}: no field {name!r} ({setting}); the row has {sorted(map(str, row))}"
+        )
+    value = row[name]
+    if not isinstance(value, str):
+        shown = repr(value)
+        raise RatingsError(
+            f"{where}: field {name!r} ({setting}) must be text, got "
+            f"{type(value).__name__} {shown[:60]}"
+        )
+    return value
+
+
+def _label(row: Mapping[str, Any], name: str | None, setting: str, where: str) -> str | None:
+    if name is None:
+        return None
+    value = row.get(name)
+    if value is None or value == "":
+        raise RatingsError(
+            f"{where}: no value in field {name!r} ({setting}); the row has {sorted(map(str, row))}"
+        )
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise RatingsError(
+            f"{where}: field {name!r} ({setting}) must be a string or an integer, got "
+            f"{type(value).__name__} {value!r:.60}"
+        )
+    return str(value)
+
+
+def _rating(row: Mapping[str, Any], name: str, setting: str, binary: bool, where: str) -> float:
+    if name not in row or row[name] is None or row[name] == "":
+        raise RatingsError(
+            f"{where}: no rating in field {name!r} ({setting}); the row has {sorted(map(str, row))}"
+        )
+    raw = row[name]
+    value: float | None = None
+    if isinstance(raw, bool):
+        value = float(raw) if binary else None
+    elif isinstance(raw, int | float):
+        value = float(raw)
+    elif isinstance(raw, str):
+        # A CSV cell is text: "3.67" is the number a spreadsheet shows.
+        text = raw.strip()
+        if binary and text.lower() in ("true", "false"):
+            value = float(text.lower() == "true")
+        else:
+            try:
+                value = float(text)
+            except ValueError:
+                value = None
+    if value is None or not math.isfinite(value):
+        expected = "a binary label, 0 or 1" if binary else "a number"
+        raise RatingsError(
+            f"{where}: field {name!r} ({setting}) must be {expected}, got "
+            f"{type(raw).__name__} {raw!r:.60}"
+        )
+    if binary and value not in (0.0, 1.0):
+        raise RatingsError(
+            f"{where}: field {name!r} ({setting}) is a binary label and must be 0 or 1, got "
+            f"{raw!r:.60}"
+        )
+    return value

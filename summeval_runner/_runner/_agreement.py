@@ -1,0 +1,210 @@
+"""``judge_agreement`` (SPEC §6): judge every rated summary, then hold the judge against people.
+
+The judging is a ``run_evals`` run (limits, retries, cache, journal and resume included); the
+figures are computed from its per-item scores, so a rerun with the cache on costs no call and a
+killed run resumes like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from summeval_runner._errors import ConfigError, InputError
+from summeval_runner._io._agreement import (
+    AgreementFigure,
+    Scores,
+    agreement_figures,
+    dimension_scores,
+    read_agreement,
+    read_scores,
+    write_agreement,
+)
+from summeval_runner._io._ratings import HumanRatings, RatedSummary
+from summeval_runner._judges._protocol import judge_name
+from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._run import EvalRunResult, run_evals
+from summeval_runner._scorers._prompts import PROMPT_VERSION
+from summeval_runner._scorers._result import SUMMARIZATION_SCORER_ID, SummarizationResult
+from summeval_runner._scorers._summarization import (
+    SummarizationScorer,
+    create_summarization_scorer,
+)
+
+
+@dataclass(frozen=True)
+class AgreementResult:
+    """What ``judge_agreement`` found: every figure, the judged scores, and the run.
+
+    ``figures``: one per target, level and statistic (``AgreementFigure``), with the paired
+    difference from the baseline when one was given. ``scores``: each rated summary's judged
+    value per dimension (``None``: the evaluation ended in error, left out of the figures).
+    ``run``: the judging run's result (counts, errors, judge traffic, its directory).
+    """
+
+    judge: str
+    prompt_version: str
+    figures: tuple[AgreementFigure, ...]
+    scores: Mapping[str, Mapping[str, float | None]]
+    ratings_sha256: str
+    run: EvalRunResult
+
+    def figure(
+        self, dimension: str, statistic: str = "spearman", level: str = "summary"
+    ) -> AgreementFigure:
+        """The one figure of ``dimension`` at ``level`` by ``statistic``; ``KeyError`` if the
+        run computed none (a binary label has no summary-level Spearman)."""
+        for figure in self.figures:
+            if (figure.dimension, figure.statistic, figure.level) == (dimension, statistic, level):
+                return figure
+        raise KeyError(f"no {level}-level {statistic} figure for {dimension}")
+
+    def to_frame(self) -> pd.DataFrame:
+        """The figures as a DataFrame, one row each (the columns of ``agreement.parquet``)."""
+        frame: pd.DataFrame = pd.DataFrame([asdict(figure) for figure in self.figures])
+        return frame
+
+
+Baseline = AgreementResult | str | Path
+
+
+async def judge_agreement(
+    ratings: HumanRatings | str | Path,
+    *,
+    scorer: SummarizationScorer | None = None,
+    baseline: Baseline | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    options: RunOptions | Mapping[str, Any] | None = None,
+    output_dir: str | Path | None = None,
+    resume: bool = False,
+    config: Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    stop: asyncio.Event | None = None,
+    **option_values: Any,
+) -> AgreementResult:
+    """Judge every rated summary with ``scorer`` (the offline judge by default) and measure how
+    its alignment, coverage and score agree with the people's ratings.
+
+    ``ratings``: a ``HumanRatings`` (the file, its fields, what each dimension is held against),
+    or the path of a SummEval-style file (``doc_id``, ``source``, ``summary``, ``consistency``,
+    ``relevance``). Every row is checked before any judge call (``RatingsError``, an
+    ``InputError``, naming the file, row and field). The judging is ``run_evals`` with
+    ``options`` (limits, retries, cache) and, with ``output_dir``, a run directory that also
+    gets ``agreement.parquet``. ``baseline``: another judge's ``AgreementResult`` or
+    ``summeval-agree`` run directory on the same ratings file; each figure then carries the
+    difference and its paired interval. Intervals: ``resamples`` bootstrap draws of the
+    sources, seeded by ``seed``.
+    """
+    check_resamples(resamples)
+    human = ratings if isinstance(ratings, HumanRatings) else HumanRatings(Path(ratings))
+    rated = human.read()
+    sha256 = human.sha256()
+    chosen = scorer if scorer is not None else create_summarization_scorer("offline")
+    base = _baseline(baseline, sha256)
+    label = judge_name(chosen.judge)
+    run = await run_evals(
+        scorers=[chosen],
+        data=[_item(row) for row in rated],
+        options=options,
+        output_dir=output_dir,
+        resume=resume,
+        config=config,
+        overrides=overrides,
+        stop=stop,
+        **option_values,
+    )
+    # A resumed run's earlier items are only in its tables: read them all back from there.
+    scores = read_scores(Path(output_dir)) if output_dir is not None else _scores(run)
+    figures = agreement_figures(
+        rated,
+        human.targets,
+        scores,
+        judge=label,
+        prompt_version=PROMPT_VERSION,
+        baseline=base[0] if base is not None else None,
+        baseline_label=base[1] if base is not None else None,
+        resamples=resamples,
+        seed=seed,
+    )
+    if output_dir is not None and run.status == "completed":
+        write_agreement(Path(output_dir), figures, ratings_path=human.path, ratings_sha256=sha256)
+    return AgreementResult(
+        judge=label,
+        prompt_version=PROMPT_VERSION,
+        figures=figures,
+        scores=scores,
+        ratings_sha256=sha256,
+        run=run,
+    )
+
+
+# Fewer draws make the interval's ends (the 2.5th and 97.5th percentiles) mostly noise.
+MIN_RESAMPLES = 100
+
+
+def check_resamples(resamples: int) -> None:
+    """``ConfigError`` unless ``resamples`` is enough for a 95% percentile interval."""
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < MIN_RESAMPLES:
+        raise ConfigError(f"resamples must be >= {MIN_RESAMPLES}, got {resamples!r}")
+
+
+def judge_agreement_sync(ratings: HumanRatings | str | Path, **kwargs: Any) -> AgreementResult:
+    """``judge_agreement`` for callers without a running event loop."""
+    return asyncio.run(judge_agreement(ratings, **kwargs))
+
+
+def _item(row: RatedSummary) -> dict[str, Any]:
+    metadata: dict[str, Any] = dict(row.ratings)
+    if row.group is not None:
+        metadata["group"] = row.group
+    if row.system is not None:
+        metadata["system"] = row.system
+    return {"id": row.id, "input": row.source, "output": row.summary, "metadata": metadata}
+
+
+def _scores(run: EvalRunResult) -> Scores:
+    scores: dict[str, dict[str, float | None]] = {}
+    for item in run.items:
+        result = item.results.get(SUMMARIZATION_SCORER_ID)
+        if isinstance(result, SummarizationResult) and item.error is None:
+            values = {
+                "alignment": result.alignment_score,
+                "coverage": result.coverage_score,
+                "score": result.score,
+            }
+            scores[item.item_id] = dimension_scores(result.status, values)
+        else:
+            scores[item.item_id] = dimension_scores(
+                "error", dict.fromkeys(("alignment", "coverage", "score"))
+            )
+    return scores
+
+
+def _baseline(baseline: Baseline | None, sha256: str) -> tuple[Scores, str] | None:
+    """The baseline's scores and label, refused unless judged on the same ratings file."""
+    if baseline is None:
+        return None
+    if isinstance(baseline, AgreementResult):
+        scores, label, base_sha = baseline.scores, baseline.judge, baseline.ratings_sha256
+        where = "the baseline"
+    else:
+        run_dir = Path(baseline)
+        table = read_agreement(run_dir)
+        if table.empty:
+            raise InputError(f"{run_dir}/agreement.parquet holds no figure to compare with")
+        scores = read_scores(run_dir)
+        label = str(table["judge"].iloc[0])
+        base_sha = str(table["ratings_sha256"].iloc[0])
+        where = str(run_dir)
+    if base_sha != sha256:
+        raise ConfigError(
+            f"{where} was judged on another ratings file (SHA-256 {base_sha[:12]}…, this one "
+            f"{sha256[:12]}…): a paired difference needs the same rated summaries"
+        )
+    return scores, label
