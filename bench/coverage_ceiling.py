@@ -22,18 +22,43 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from judge_quality import interval, per_article, ranks, spearman
-
 from summeval_runner import create_summarization_scorer
 from summeval_runner._judges._offline import salient_sentences
 from summeval_runner._judges._text import Analysed, analyse, split_claims, split_sentences
+from summeval_runner._stats import ranks, spearman
 
 Row = dict[str, object]
+RESAMPLES = 2000
+
+
+def per_article(
+    groups: dict[str, list[tuple[float, float]]],
+    correlation: Callable[[Sequence[float], Sequence[float]], float],
+) -> dict[str, float]:
+    """The correlation within each group; groups where either list is constant are skipped."""
+    values = {}
+    for group, pairs in groups.items():
+        metric = [m for m, _ in pairs]
+        human = [h for _, h in pairs]
+        if len(set(metric)) < 2 or len(set(human)) < 2:
+            continue
+        values[group] = correlation(metric, human)
+    return values
+
+
+def interval(values: Sequence[float], resamples: int = RESAMPLES) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the mean, resampling articles; seeded."""
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    draw = random.Random(0)
+    means = sorted(statistics.fmean(draw.choices(values, k=len(values))) for _ in range(resamples))
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def share_answered(

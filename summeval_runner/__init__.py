@@ -28,7 +28,7 @@ from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
 from summeval_runner._io._report import write_report
 from summeval_runner._judges._fake import FakeJudge
-from summeval_runner._judges._offline import OfflineJudge
+from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, OpenAIJudgeConfig
 from summeval_runner._judges._protocol import (
     AnalyzeInput,
@@ -99,6 +99,7 @@ __all__ = [
     "MergedRun",
     "MissingAPIKeyError",
     "OfflineJudge",
+    "OfflineSettings",
     "OpenAIJudge",
     "OpenAIJudgeConfig",
     "PreprocessInput",

@@ -13,9 +13,11 @@ from summeval_runner import (
     JudgeReply,
     JudgeRequest,
     OfflineJudge,
+    OfflineSettings,
     SummarizationResult,
     create_summarization_scorer,
 )
+from summeval_runner._judges._offline import analyze
 
 COUNCIL = (
     "The city council approved a new budget of 1,200 million euros on Tuesday. "
@@ -352,3 +354,127 @@ def test_a_stuttered_word_is_not_a_statement_of_the_source() -> None:
     # A word the source itself doubles is the source's own.
     doubled = "Fans chanted 'bye bye' as the rocket landed."
     assert unsupported(score(doubled, "fans chanted bye bye as the rocket landed .")) == {}
+
+
+def judged(source: str, summary: str, **settings: object) -> SummarizationResult:
+    judge = OfflineJudge(OfflineSettings(**settings))  # type: ignore[arg-type]
+    return create_summarization_scorer(judge).run_sync(input=source, output=summary)
+
+
+def test_the_default_judge_is_the_default_settings_judge() -> None:
+    summary = "The council approved a budget and fares will not rise."
+
+    plain = score(COUNCIL, summary).model_dump(exclude={"usage"})
+
+    assert OfflineJudge().name == "offline"
+    assert judged(COUNCIL, summary).model_dump(exclude={"usage"}) == plain
+
+
+def test_settings_out_of_range_are_refused_with_the_value() -> None:
+    with pytest.raises(ValueError, match=r"support_recall must be between 0 and 1, got 1\.5"):
+        OfflineSettings(support_recall=1.5)
+
+
+@pytest.mark.parametrize(
+    ("source", "summary"),
+    [
+        ("The club paid 2,000,000 euros for the player.", "The club paid 2 million euros."),
+        ("The club paid two million euros for the player.", "The club paid 2,000,000 euros."),
+        ("The firm was sold for $5m last year.", "The firm was sold for 5 million dollars."),
+        ("The race was held on March 3rd.", "The race was held on 3 March."),
+        ("Prices rose by 50 per cent.", "Prices rose by 50%."),
+        ("The firm lost 1.2bn euros.", "The firm lost 1,200 million euros."),
+    ],
+)
+def test_a_number_is_its_value_however_it_is_written(source: str, summary: str) -> None:
+    assert unsupported(score(source, summary)) == {}
+
+
+def test_a_different_value_is_still_an_invented_number() -> None:
+    (reason,) = unsupported(
+        score("The club paid 2,000,000 euros for the player.", "The club paid 3 million euros.")
+    ).values()
+
+    assert reason == "the source does not mention '3 million'"
+
+
+VERDICT = (
+    "A jury in Leeds found the driver innocent of causing the crash on Monday. "
+    "Shares in the company fell sharply after the ruling."
+)
+
+
+@pytest.mark.parametrize(
+    ("summary", "said", "claimed"),
+    [
+        ("A jury in Leeds found the driver guilty of causing the crash.", "innocent", "guilty"),
+        ("Shares in the company rose sharply after the ruling.", "fell", "rose"),
+    ],
+)
+def test_a_verdict_or_direction_turned_into_its_opposite_is_unsupported(
+    summary: str, said: str, claimed: str
+) -> None:
+    (reason,) = unsupported(judged(VERDICT, summary, opposites=True)).values()
+
+    assert reason == f"the source says '{said}', not '{claimed}'"
+    # The same words without the swap are the source's.
+    assert unsupported(judged(VERDICT, summary.replace(claimed, said), opposites=True)) == {}
+
+
+DISTANT = (
+    "The museum in Bergen opened a new wing for Viking ships in May. "
+    "Visitors praised the lighting of the hall. "
+    "The city also repaired the old harbour bridge. "
+    "Engineers said the steel of the bridge came from a mill in Sweden. "
+    "Tickets for the wing cost twenty euros."
+)
+
+
+def test_evidence_is_one_sentence_or_two_adjacent_ones_not_distant_ones() -> None:
+    pooled = "The museum in Bergen repaired a bridge with steel from Sweden."
+    adjacent = "The old harbour bridge was repaired with steel from a mill in Sweden."
+
+    assert unsupported(judged(DISTANT, pooled, adjacent_evidence=True)) != {}
+    assert unsupported(judged(DISTANT, adjacent, adjacent_evidence=True)) == {}
+    # The default greedy cover pools the two distant sentences.
+    assert unsupported(judged(DISTANT, pooled)) == {}
+
+
+def test_a_paraphrase_through_a_derived_word_or_a_synonym_is_supported_with_the_lexicon() -> None:
+    source = "The committee announced its decision to ban the vehicle from the city centre."
+    summary = "The committee decided to ban the car, an announcement said."
+
+    assert unsupported(judged(source, summary, lexicon=True)) == {}
+    assert unsupported(judged(source, summary)) != {}
+
+
+def test_finer_claims_give_a_one_sentence_summary_partial_alignment() -> None:
+    summary = (
+        "The museum in Bergen, which opened a new wing for Viking ships, "
+        "sells tickets for fifty euros."
+    )
+
+    coarse = judged(DISTANT, summary)
+    fine = judged(DISTANT, summary, fine_claims=True)
+
+    assert coarse.alignment_score == 0.0
+    # "The museum in Bergen" / "which opened a new wing for Viking ships" / "sells tickets...".
+    assert fine.alignment_score == pytest.approx(2 / 3)
+    assert list(unsupported(fine)) == ["sells tickets for fifty euros."]
+
+
+def test_a_question_whose_words_are_scattered_over_the_summary_is_not_answered() -> None:
+    question = "Does the text say that the museum in Bergen opened a new wing for Viking ships?"
+    scattered = (
+        "A museum hall was praised. Bergen repaired a bridge. A new steel mill opened. "
+        "Viking ships sail in May. A wing of the city was closed."
+    )
+    together = "The Bergen museum opened a new wing for Viking ships."
+
+    def answered(summary: str) -> bool:
+        payload = AnalyzeInput(summary=summary, questions=(question,))
+        (verdict,) = analyze(payload, OfflineSettings(answer_in_one_sentence=True))["coverage"]
+        return bool(verdict["answered"])
+
+    assert not answered(scattered)
+    assert answered(together)

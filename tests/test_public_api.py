@@ -68,6 +68,7 @@ PUBLIC = {
     "AnalyzeInput",
     "ReasonInput",
     "OfflineJudge",
+    "OfflineSettings",
     "OpenAIJudge",
     "OpenAIJudgeConfig",
     "FakeJudge",

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 
 import snowballstemmer
+
+from summeval_runner._judges._lexicon import canonical
 
 # Numbers keep their separators and a trailing unit-like suffix ("1,200", "3.5", "45%", "10km");
 # words are letters in any script, with inner apostrophes ("don't", "o'neill").
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*(?:%|[^\W\d_]{1,3}\b)?|[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\s*\n+\s*")
 _CLAUSE_BREAK = re.compile(r";\s+|,\s+(?:and|but|while|whereas|although)\s+", re.IGNORECASE)
+_FINE_BREAK = re.compile(
+    r"[;,:]\s+(?:(?:and|but|while|whereas|although)\s+)?|\s+[-\u2013\u2014]+\s+"
+    r"|\s+(?=(?:and|but|who|which|whose|whereas|although|because|after|before|when|while)\s)",
+    re.IGNORECASE,
+)
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof st sen rep gov gen col lt sgt jr sr inc ltd co corp no vs etc u.s u.k"
     " jan feb mar apr jun jul aug sep sept oct nov dec".split()
@@ -43,7 +51,33 @@ NUMBER_WORDS = {
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
         " fifteen sixteen seventeen eighteen nineteen twenty".split()
     )
-} | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "dozen": "12"}
+} | {
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "seventy": "70",
+    "eighty": "80",
+    "ninety": "90",
+    "hundred": "100",
+    "dozen": "12",
+}
+_SCALES = {
+    "hundred": Decimal(100),
+    "thousand": Decimal(1000),
+    "million": Decimal(10**6),
+    "billion": Decimal(10**9),
+    "trillion": Decimal(10**12),
+    "bn": Decimal(10**9),
+}
+# "5m" is five metres, "$5m" five million dollars: a money sign makes the short scales scales.
+_MONEY_SCALES = {"m": Decimal(10**6), "k": Decimal(1000), "b": Decimal(10**9)}
+_CURRENCY = {"$": "dollar", "£": "pound", "€": "euro"}
+_PER_CENT = frozenset({"percent", "pc"})
+_ORDINALS = frozenset({"st", "nd", "rd", "th"})
+_TENS = frozenset(Decimal(n) for n in range(20, 100, 10))
+_NUMBER_GLUE = re.compile(r"[\s-]{1,2}")
+_AFTER_SENTENCE_END = re.compile(r"[.!?:\n]\s*$")
 # Days and months ("may" and "march" are also common words, and stay words).
 _DATE_NAMES = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february april june july"
@@ -100,8 +134,12 @@ _ASCII_WORD = re.compile(r"[a-z]+")
 
 
 @lru_cache(maxsize=65536)
-def term_key(word: str) -> str:
-    """The matching key of a lower-cased token: a stem for words, digits only for numbers."""
+def term_key(word: str, lexicon: bool = True) -> str:
+    """The matching key of a lower-cased token: a stem for words, digits only for numbers.
+
+    With ``lexicon``, a derived noun is matched by its verb ("decision" by "decide") and a word
+    of a shared meaning by its group's word ("vehicle" by "car").
+    """
     if word[0].isdigit():
         return normalise_number(word)
     if word in NUMBER_WORDS:
@@ -114,7 +152,8 @@ def term_key(word: str) -> str:
             word = head
     word = _VERB_BASE.get(word, word)
     if _ASCII_WORD.fullmatch(word):
-        return str(_STEMMER.stemWord(word))
+        stem = str(_STEMMER.stemWord(word))
+        return canonical(stem) if lexicon else stem
     return word
 
 
@@ -167,14 +206,38 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def split_claims(text: str) -> list[str]:
-    """Sentences, with compound ones cut at ";", ", and", ", but", ", while" into their facts."""
-    return [
-        clause.strip()
-        for sentence in split_sentences(text)
-        for clause in _CLAUSE_BREAK.split(sentence)
-        if clause.strip()
-    ]
+def split_claims(text: str, *, fine: bool = False, min_terms: int = 2) -> list[str]:
+    """Sentences, with compound ones cut at ";", ", and", ", but", ", while" into their facts.
+
+    With ``fine``, also at every comma, dash and colon, at "and", "but" and the words that open
+    a relative or adverbial clause ("who", "which", "after", "because"...), so that an
+    appositive, a relative clause or a second predicate is a fact of its own; a piece with
+    fewer than ``min_terms`` content words ("Smith", "he said") stays with the piece before it.
+    """
+    if not fine:
+        return [
+            clause.strip()
+            for sentence in split_sentences(text)
+            for clause in _CLAUSE_BREAK.split(sentence)
+            if clause.strip()
+        ]
+    claims: list[str] = []
+    for sentence in split_sentences(text):
+        # Each piece keeps the separator after it, so a merged piece reads as the text did.
+        cuts = [m.end() for m in _FINE_BREAK.finditer(sentence)]
+        pieces = [sentence[a:b] for a, b in zip([0, *cuts], [*cuts, len(sentence)], strict=True)]
+        merged: list[str] = []
+        for piece in pieces:
+            if merged and min(_content_count(piece), _content_count(merged[-1])) < min_terms:
+                merged[-1] += piece
+            else:
+                merged.append(piece)
+        claims.extend(c.strip().rstrip(",;:-\u2013\u2014").strip() for c in merged if c.strip())
+    return claims
+
+
+def _content_count(text: str) -> int:
+    return sum(1 for w in words(text) if w not in STOP_WORDS and w not in NEGATIONS)
 
 
 def words(text: str) -> list[str]:
@@ -182,8 +245,13 @@ def words(text: str) -> list[str]:
     return [m.group(0).lower().replace("\u2019", "'") for m in _TOKEN.finditer(text)]
 
 
-def analyse(text: str) -> Analysed:
-    """Content terms of ``text``: stop words dropped, numbers, dates and names marked."""
+def analyse(text: str, *, lexicon: bool = True, numbers: bool = True) -> Analysed:
+    """Content terms of ``text``: stop words dropped, numbers, dates and names marked.
+
+    With ``numbers``, a number phrase is one term of one value, however it is written:
+    "2 million", "2,000,000" and "two million" are "2000000"; "$5m" is "5000000" and "dollar";
+    "3rd" is "3"; "twenty-five" is "25"; "50 per cent" is "50" as "50%" is.
+    """
     # Read Penn Treebank bracket tokens as the brackets they stand for, at the same offsets.
     scanned = _PTB_BRACKET.sub(lambda m: _BRACKETS[m.group(1).lower()].ljust(5), text)
     terms: list[Term] = []
@@ -193,34 +261,49 @@ def analyse(text: str) -> Analysed:
     scope = 0
     at_sentence_start = True
     previous_end = 0
-    for match in _TOKEN.finditer(scanned):
+    tokens = list(_TOKEN.finditer(scanned))
+    index = 0
+    while index < len(tokens):
+        match = tokens[index]
+        index += 1
         surface = match.group(0)
         lower = surface.lower().replace("\u2019", "'")
         start = match.start()
-        if _PHRASE_BREAK.search(scanned, previous_end, start):
+        # Searched only while a negation is open: most tokens are read outside any.
+        if scope and _PHRASE_BREAK.search(scanned, previous_end, start):
             scope = 0
         previous_end = match.end()
-        preceding = scanned[max(0, start - 2) : start]
-        sentence_start = at_sentence_start or bool(re.search(r"[.!?:\n]\s*$", preceding))
-        at_sentence_start = False
+        first_token, at_sentence_start = at_sentence_start, False
         if lower in NEGATIONS or lower.endswith("n't"):
             negated = True
             scope = _NEGATION_SCOPE
             continue
         if lower in STOP_WORDS:
             continue
+        sentence_start = first_token or bool(
+            _AFTER_SENTENCE_END.search(scanned, max(0, start - 2), start)
+        )
         is_number = surface[0].isdigit() or lower in NUMBER_WORDS
-        # Days and months are dates however the text is cased: lower-cased system output
-        # ("on friday") must meet the same check as cased text ("on Friday").
-        is_date = lower in _DATE_NAMES
-        # A capitalised word inside a sentence is taken as a name; the first word is ambiguous.
-        is_name = not is_number and not is_date and surface[0].isupper() and not sentence_start
-        term = Term(surface, term_key(lower), is_number, is_name, is_date)
+        extra: list[Term] = []
+        if is_number and numbers:
+            phrase = _number_phrase(scanned, tokens, index - 1)
+            index += phrase.consumed
+            previous_end = tokens[index - 1].end()
+            term = Term(phrase.surface, phrase.key, True, False)
+            extra = [Term(w, term_key(w, lexicon), False, False) for w in phrase.words]
+        else:
+            # Days and months are dates however the text is cased: lower-cased system output
+            # ("on friday") must meet the same check as cased text ("on Friday").
+            is_date = lower in _DATE_NAMES
+            # A capitalised word inside a sentence is taken as a name; the first is ambiguous.
+            is_name = not is_number and not is_date and surface[0].isupper() and not sentence_start
+            term = Term(surface, term_key(lower, lexicon), is_number, is_name, is_date)
+            unit = lower.lstrip("0123456789.,") if surface[0].isdigit() else ""
+            if unit.isalpha() and unit not in STOP_WORDS:
+                # "10km" holds the unit "km" as "10 km" does.
+                extra = [Term(unit, term_key(unit, lexicon), False, False)]
         terms.append(term)
-        unit = lower.lstrip("0123456789.,") if surface[0].isdigit() else ""
-        if unit.isalpha() and unit not in STOP_WORDS:
-            # "10km" holds the unit "km" as "10 km" does.
-            terms.append(Term(unit, term_key(unit), False, False))
+        terms.extend(extra)
         if scope:
             # A name is who the phrase is about, not what it denies ("without a trophy Liverpool
             # were knocked out": the caption runs on, the name starts a new phrase).
@@ -235,6 +318,54 @@ def analyse(text: str) -> Analysed:
     # A word the text also states plainly is not one it denies.
     denied = frozenset(negated_keys - affirmed_keys)
     return Analysed(text, tuple(terms), keys, negated, denied)
+
+
+@dataclass(frozen=True)
+class _NumberPhrase:
+    surface: str
+    key: str
+    consumed: int
+    # Words the phrase also says: its currency ("$" is "dollar") or its unit ("10km" is "km").
+    words: tuple[str, ...]
+
+
+def _number_phrase(text: str, tokens: list[re.Match[str]], index: int) -> _NumberPhrase:
+    """The number that starts at ``tokens[index]``, with the scale, tens or per cent after it."""
+    first = tokens[index]
+    lower = first.group(0).lower()
+    currency = _CURRENCY.get(text[max(0, first.start() - 1) : first.start()], "")
+    if lower[0].isdigit():
+        digits = normalise_number(lower)
+        suffix = lower.lstrip("0123456789.,")
+    else:
+        digits, suffix = NUMBER_WORDS[lower], ""
+    try:
+        value = Decimal(digits)
+    except ArithmeticError:
+        return _NumberPhrase(first.group(0), digits, 0, ())
+    said = [currency] if currency else []
+    if suffix in _SCALES or (currency and suffix in _MONEY_SCALES):
+        value *= _SCALES.get(suffix) or _MONEY_SCALES[suffix]
+    elif suffix.isalpha() and suffix not in STOP_WORDS and suffix not in _ORDINALS:
+        said.append(suffix)
+    end = index
+    while end + 1 < len(tokens) and _NUMBER_GLUE.fullmatch(
+        text, tokens[end].end(), tokens[end + 1].start()
+    ):
+        following = tokens[end + 1].group(0).lower()
+        if following in _SCALES and following.isalpha():
+            value *= _SCALES[following]
+        elif following in _PER_CENT:
+            pass
+        elif following == "per" and end + 2 < len(tokens) and tokens[end + 2].group(0) == "cent":
+            end += 1
+        elif value in _TENS and following in NUMBER_WORDS and int(NUMBER_WORDS[following]) < 10:
+            value += int(NUMBER_WORDS[following])
+        else:
+            break
+        end += 1
+    surface = text[first.start() : tokens[end].end()]
+    return _NumberPhrase(surface, format(value.normalize(), "f"), end - index, tuple(said))
 
 
 def quote(words: list[str], limit: int = 4) -> str:
