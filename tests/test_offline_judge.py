@@ -10,6 +10,7 @@ import pytest
 
 from summeval_runner import (
     AnalyzeInput,
+    ConfigError,
     JudgeReply,
     JudgeRequest,
     OfflineJudge,
@@ -373,6 +374,35 @@ def test_the_default_judge_is_the_default_settings_judge() -> None:
 def test_settings_out_of_range_are_refused_with_the_value() -> None:
     with pytest.raises(ValueError, match=r"support_recall must be between 0 and 1, got 1\.5"):
         OfflineSettings(support_recall=1.5)
+
+
+def test_settings_come_from_the_model_mapping_and_name_the_judge() -> None:
+    # As summeval-run's +model.fine_claims=true gives them: a judge with other settings is
+    # another judge, so its name (in the manifest, the tables, agreement figures) says so.
+    scorer = create_summarization_scorer(
+        {"provider": "offline", "fine_claims": True, "support_recall": 0.7}
+    )
+
+    result = scorer.run_sync(input=COUNCIL, output="The council approved a budget.")
+
+    assert result.status == "scored"
+    assert result.judge == "offline(support_recall=0.7, fine_claims=True)"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"recall": 0.7}, r"has no setting 'recall' .*expected one of: support_recall, "),
+        ({"fine_claims": "yes"}, r"fine_claims must be true or false, got 'yes'"),
+        ({"pair_window": 2.5}, r"pair_window must be a whole number, got 2\.5"),
+        ({"answer_recall": 2}, r"answer_recall must be between 0 and 1, got 2"),
+    ],
+)
+def test_a_bad_offline_setting_is_a_config_error_naming_it(
+    settings: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        create_summarization_scorer({"provider": "offline", **settings})
 
 
 @pytest.mark.parametrize(

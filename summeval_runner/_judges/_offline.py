@@ -19,7 +19,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from summeval_runner._judges._lexicon import OPPOSITES
@@ -115,10 +115,16 @@ class OfflineJudge:
     Stateless: ``settings`` are read, never written, so one instance serves concurrent items.
     """
 
-    name = "offline"
-
     def __init__(self, settings: OfflineSettings = DEFAULT_SETTINGS) -> None:
         self.settings = settings
+        # Two offline judges with different settings are two judges: a run's manifest, its
+        # agreement figures and a comparison must not show both as "offline".
+        changed = [
+            f"{field.name}={getattr(settings, field.name)!r}"
+            for field in fields(settings)
+            if getattr(settings, field.name) != field.default
+        ]
+        self.name = f"offline({', '.join(changed)})" if changed else "offline"
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         payload = request.payload

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._judges._offline import OfflineJudge
+from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, openai_config_from
 from summeval_runner._judges._protocol import Judge
 
 PROVIDERS = ("offline", "openai")
+_KINDS = {bool: "true or false", float: "a number", int: "a whole number"}
 
 
 def resolve_judge(model: str | Mapping[str, Any] | Judge) -> Judge:
@@ -45,11 +47,7 @@ def resolve_judge(model: str | Mapping[str, Any] | Judge) -> Judge:
 
 def _build(provider: str, settings: dict[str, Any], given: str) -> Judge:
     if provider == "offline":
-        if settings:
-            raise ConfigError(
-                f"the offline judge takes no settings, got {sorted(settings)} in {given}"
-            )
-        return OfflineJudge()
+        return OfflineJudge(_offline_settings(settings, given))
     if provider == "openai":
         if not settings.get("name"):
             raise ConfigError(f"an openai judge needs a model name ('openai/<name>'), got {given}")
@@ -58,3 +56,39 @@ def _build(provider: str, settings: dict[str, Any], given: str) -> Judge:
         f"unknown judge provider {provider!r} in model {given}; "
         f"expected one of: {', '.join(PROVIDERS)}"
     )
+
+
+def _offline_settings(settings: dict[str, Any], given: str) -> OfflineSettings:
+    """``OfflineSettings`` from a judge mapping's keys (``+model.fine_claims=true``).
+
+    >>> _offline_settings({"support_recall": 0.7}, "model").support_recall
+    0.7
+    >>> _offline_settings({"recall": 0.7}, "model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    summeval_runner._errors.ConfigError: the offline judge has no setting 'recall' (in model); ...
+    """
+    known = {field.name: field for field in fields(OfflineSettings)}
+    for key, value in settings.items():
+        field = known.get(key)
+        if field is None:
+            raise ConfigError(
+                f"the offline judge has no setting {key!r} (in {given}); "
+                f"expected one of: {', '.join(known)}"
+            )
+        expected: type = type(field.default)
+        # bool is an int, and an int is a fine float: check the kind a user would mean.
+        if expected is bool:
+            fits = isinstance(value, bool)
+        elif expected is float:
+            fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            fits = isinstance(value, int) and not isinstance(value, bool)
+        if not fits:
+            raise ConfigError(
+                f"the offline judge's {key} must be {_KINDS[expected]}, got {value!r} (in {given})"
+            )
+    try:
+        return OfflineSettings(**settings)
+    except ValueError as error:
+        raise ConfigError(f"the offline judge's settings (in {given}): {error}") from None
