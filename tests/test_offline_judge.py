@@ -18,7 +18,6 @@ from summeval_runner import (
     SummarizationResult,
     create_summarization_scorer,
 )
-from summeval_runner._judges._offline import analyze
 
 COUNCIL = (
     "The city council approved a new budget of 1,200 million euros on Tuesday. "
@@ -444,11 +443,29 @@ VERDICT = (
 def test_a_verdict_or_direction_turned_into_its_opposite_is_unsupported(
     summary: str, said: str, claimed: str
 ) -> None:
-    (reason,) = unsupported(judged(VERDICT, summary, opposites=True)).values()
+    (reason,) = unsupported(score(VERDICT, summary)).values()
 
     assert reason == f"the source says '{said}', not '{claimed}'"
-    # The same words without the swap are the source's.
-    assert unsupported(judged(VERDICT, summary.replace(claimed, said), opposites=True)) == {}
+    # The same words without the swap are the source's; without the rule the swap passes.
+    assert unsupported(score(VERDICT, summary.replace(claimed, said))) == {}
+    assert unsupported(judged(VERDICT, summary, opposites=False)) == {}
+
+
+def test_a_number_the_source_gives_about_something_else_is_unsupported() -> None:
+    source = (
+        "The council approved 40 new trams for the city line. "
+        "The mayor, who is 52, opened the depot in May."
+    )
+    summary = "The council approved 52 new trams for the city line."
+
+    (reason,) = unsupported(score(source, summary)).values()
+
+    assert reason == (
+        "the source gives '52' about something else: "
+        "'The council approved 40 new trams for the city line.'"
+    )
+    # Read anywhere in the source, the number would pass.
+    assert unsupported(judged(source, summary, numbers_in_evidence=False)) == {}
 
 
 DISTANT = (
@@ -458,16 +475,6 @@ DISTANT = (
     "Engineers said the steel of the bridge came from a mill in Sweden. "
     "Tickets for the wing cost twenty euros."
 )
-
-
-def test_evidence_is_one_sentence_or_two_adjacent_ones_not_distant_ones() -> None:
-    pooled = "The museum in Bergen repaired a bridge with steel from Sweden."
-    adjacent = "The old harbour bridge was repaired with steel from a mill in Sweden."
-
-    assert unsupported(judged(DISTANT, pooled, adjacent_evidence=True)) != {}
-    assert unsupported(judged(DISTANT, adjacent, adjacent_evidence=True)) == {}
-    # The default greedy cover pools the two distant sentences.
-    assert unsupported(judged(DISTANT, pooled)) == {}
 
 
 def test_a_paraphrase_through_a_derived_word_or_a_synonym_is_supported_with_the_lexicon() -> None:
@@ -491,20 +498,3 @@ def test_finer_claims_give_a_one_sentence_summary_partial_alignment() -> None:
     # "The museum in Bergen" / "which opened a new wing for Viking ships" / "sells tickets...".
     assert fine.alignment_score == pytest.approx(2 / 3)
     assert list(unsupported(fine)) == ["sells tickets for fifty euros."]
-
-
-def test_a_question_whose_words_are_scattered_over_the_summary_is_not_answered() -> None:
-    question = "Does the text say that the museum in Bergen opened a new wing for Viking ships?"
-    scattered = (
-        "A museum hall was praised. Bergen repaired a bridge. A new steel mill opened. "
-        "Viking ships sail in May. A wing of the city was closed."
-    )
-    together = "The Bergen museum opened a new wing for Viking ships."
-
-    def answered(summary: str) -> bool:
-        payload = AnalyzeInput(summary=summary, questions=(question,))
-        (verdict,) = analyze(payload, OfflineSettings(answer_in_one_sentence=True))["coverage"]
-        return bool(verdict["answered"])
-
-    assert not answered(scattered)
-    assert answered(together)
