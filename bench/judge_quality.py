@@ -12,7 +12,15 @@ mean of the two), both summary-level Spearman (per article over its summaries, t
 
 And items per second on one core (CPU time of the judging).
 
+With ``--rules``, each switch of ``OfflineSettings`` turned the other way from its default, and
+what that does to each dimension's figure: the difference on all rows with its paired 95%
+interval (the same articles drawn for both), and the difference on each of the five folds. A
+rule is kept on by default only where turning it off loses on the folds (a guard that fires on
+a handful of summaries is the exception the README names); one that loses when turned on stays
+off or is removed.
+
     python bench/judge_quality.py ../shared/data/summeval_dev.jsonl
+    python bench/judge_quality.py ../shared/data/summeval_dev.jsonl --rules
     python bench/judge_quality.py my_ratings.jsonl --max-questions 10 --folds 0
 
 The file holds one JSON object a line with ``doc_id``, ``source``, ``summary``, ``consistency``
@@ -28,6 +36,7 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import fields, replace
 from pathlib import Path
 
 from summeval_runner import (
@@ -37,7 +46,7 @@ from summeval_runner import (
     create_summarization_scorer,
     judge_agreement_sync,
 )
-from summeval_runner._stats import agreement_statistics
+from summeval_runner._stats import agreement_difference, agreement_statistics
 
 # The issue's targets for the summary-level Spearman correlation.
 TARGETS = {"alignment": 0.55, "coverage": 0.45, "score": 0.45}
@@ -88,13 +97,18 @@ def summary_spearman(rows: list[Row], metric: list[float], dimension: str, keep:
     return float("nan") if figure.value is None else figure.value
 
 
-def held_out(rows: list[Row], folds: int, max_questions: int) -> dict[str, list[float]]:
-    """Per fold and dimension: the figure with thresholds chosen on the other folds."""
+def fold_members(rows: list[Row], folds: int) -> list[set[int]]:
+    """The row indices of each fold: articles dealt to the folds in sorted order."""
     articles = sorted({str(row["doc_id"]) for row in rows})
     fold_of = {article: index % folds for index, article in enumerate(articles)}
-    members = [
+    return [
         {i for i, row in enumerate(rows) if fold_of[str(row["doc_id"])] == k} for k in range(folds)
     ]
+
+
+def held_out(rows: list[Row], folds: int, max_questions: int) -> dict[str, list[float]]:
+    """Per fold and dimension: the figure with thresholds chosen on the other folds."""
+    members = fold_members(rows, folds)
     candidates = [
         OfflineSettings(support_recall=support, answer_recall=answer)
         for support, answer in itertools.product(SUPPORT_RECALL, ANSWER_RECALL)
@@ -108,11 +122,60 @@ def held_out(rows: list[Row], folds: int, max_questions: int) -> dict[str, list[
     return figures
 
 
+def rules(rows: list[Row], folds: int, max_questions: int) -> None:
+    """Print what turning each switch the other way from its default does, on all rows (with a
+    paired interval) and on each fold."""
+    members = fold_members(rows, folds)
+    default = OfflineSettings()
+    base = judged(rows, default, max_questions)
+    everything = set(range(len(rows)))
+    articles = [str(row["doc_id"]) for row in rows]
+    print("rules: each switch turned the other way from its default; difference from the default")
+    print(f"{'switch':<26} {'dimension':<10} {'all rows':>8} {'paired 95%':>17}  per fold")
+    for field in fields(OfflineSettings):
+        if not isinstance(field.default, bool):
+            continue
+        flipped = not getattr(default, field.name)
+        other = judged(rows, replace(default, **{field.name: flipped}), max_questions)
+        label = f"{field.name}={flipped}"
+        for dimension in TARGETS:
+            if other[dimension] == base[dimension]:
+                print(f"{label:<26} {dimension:<10} {'no verdict changed':>8}")
+                continue
+            (difference,) = [
+                s
+                for s in agreement_difference(
+                    other[dimension],
+                    base[dimension],
+                    [human(row, dimension) for row in rows],
+                    articles,
+                    resamples=2000,
+                )
+                if (s.level, s.statistic) == ("summary", "spearman")
+            ]
+            per_fold = [
+                summary_spearman(rows, other[dimension], dimension, fold)
+                - summary_spearman(rows, base[dimension], dimension, fold)
+                for fold in members
+            ]
+            whole = summary_spearman(rows, other[dimension], dimension, everything) - (
+                summary_spearman(rows, base[dimension], dimension, everything)
+            )
+            interval = f"[{difference.ci_low or 0.0:+.3f}, {difference.ci_high or 0.0:+.3f}]"
+            print(
+                f"{label:<26} {dimension:<10} {whole:>+8.3f} {interval:>17}  "
+                f"{' '.join(f'{v:+.3f}' for v in per_fold)}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", type=Path, help="JSONL with doc_id, source, summary, ratings")
     parser.add_argument("--max-questions", type=int, default=10)
     parser.add_argument("--folds", type=int, default=5, help="0: skip the held-out figure")
+    parser.add_argument(
+        "--rules", action="store_true", help="also: each rule switch against the default"
+    )
     args = parser.parse_args()
     rows: list[Row] = [
         json.loads(line) for line in args.data.read_text("utf-8").splitlines() if line
@@ -154,6 +217,8 @@ def main() -> None:
     if rate < SPEED_TARGET:
         missed.append("speed")
     print("all targets met" if not missed else f"below target: {', '.join(missed)}")
+    if args.rules:
+        rules(rows, max(args.folds, 2), args.max_questions)
 
 
 if __name__ == "__main__":
