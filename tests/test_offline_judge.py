@@ -221,6 +221,26 @@ def test_a_name_swapped_into_anothers_role_is_unsupported() -> None:
     assert unsupported(score(SWAP, "Mayor Anna Lindqvist opened the new library.")) == {}
 
 
+@pytest.mark.parametrize(
+    ("source", "summary"),
+    [
+        # A word before a name is a title only where it stands right before it.
+        (
+            "A boat carrying 550 people capsized in the Mediterranean on Sunday. "
+            "It sank off the Libyan coast, a spokesman said.",
+            "A boat carrying 550 people capsized off the Libyan coast.",
+        ),
+        (
+            "Henderson is set to sign a new contract at Anfield. "
+            "He has played for Liverpool since 2011.",
+            "Henderson will sign a new contract at Liverpool.",
+        ),
+    ],
+)
+def test_a_word_that_is_no_title_does_not_make_a_swapped_name(source: str, summary: str) -> None:
+    assert unsupported(score(source, summary)) == {}
+
+
 def test_words_taken_from_different_phrases_do_not_make_a_claim() -> None:
     source = (
         "Police arrested a man in Leeds on Friday after a long chase. "
@@ -466,6 +486,23 @@ def test_a_number_the_source_gives_about_something_else_is_unsupported() -> None
     )
     # Read anywhere in the source, the number would pass.
     assert unsupported(judged(source, summary, numbers_in_evidence=False)) == {}
+
+
+def test_a_number_from_a_sentence_about_the_same_thing_is_the_claims_own() -> None:
+    # A summary sentence fuses several: the year comes from another sentence about the remake,
+    # and "747-8" is the source's "747-8", though the evidence sentence says "747".
+    source = (
+        "Three networks announced on Thursday a remake of the saga Roots. "
+        "The remake of Roots will air in 2016, with new actors. "
+        "The custom-built Boeing 747 cost its owner 400 million pounds. "
+        "The custom-built Boeing 747-8 jet has a dining room."
+    )
+
+    remake = "Three networks announced a remake of Roots in 2016."
+    jet = "The custom-built Boeing 747-8 cost 400 million pounds."
+
+    assert unsupported(score(source, remake)) == {}
+    assert unsupported(score(source, jet)) == {}
 
 
 DISTANT = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -183,7 +184,7 @@ def _judge_claim(
     evidence = frozenset().union(*(s.keys for s in support))
     missing = [t.surface for t in claim.terms if t.key not in evidence]
     recall = 1 - len({t.key for t in claim.terms if t.key not in evidence}) / len(claim.keys)
-    elsewhere = [t.surface for t in claim.terms if t.is_number and t.key not in evidence]
+    elsewhere = _numbers_out_of_context(claim, sentences, evidence)
     if settings.opposites and (opposed := _opposite(claim, support, evidence)) is not None:
         verdict["reason"] = opposed
     elif settings.numbers_in_evidence and elsewhere:
@@ -202,6 +203,26 @@ def _judge_claim(
         verdict["supported"] = True
         verdict["reason"] = f"the source says: '{shorten(best.text)}'"
     return verdict
+
+
+def _numbers_out_of_context(
+    claim: Analysed, sentences: list[Analysed], evidence: frozenset[str]
+) -> list[str]:
+    """The claim's numbers that neither its evidence nor any source sentence about the same
+    thing holds: "52 new trams" where 52 is only the mayor's age.
+
+    A source sentence is about the same thing when it shares another of the claim's content
+    words with it: a summary sentence fuses several, and "a remake of Roots in 2016" takes its
+    year from a sentence about the remake that the evidence cover did not need.
+    """
+    context = {t.key for t in claim.terms if not t.is_number}
+    return [
+        t.surface
+        for t in claim.terms
+        if t.is_number
+        and t.key not in evidence
+        and not any(t.key in s.keys and len(context & s.keys) >= 2 for s in sentences)
+    ]
 
 
 def _supporting_sentences(
@@ -302,8 +323,10 @@ def _swapped_name(
     claim: Analysed, sentences: list[Analysed], together: Callable[[Term, Term], bool]
 ) -> str | None:
     """A name put where the source has another: "Mayor Erik Holm" when the source's mayor is
-    Anna Lindqvist. Said only on positive evidence: the word before the name (a title, a role)
-    comes right before a different name in the source, and never near this one."""
+    Anna Lindqvist. Said only on positive evidence: the word right before the name (a title, a
+    role) comes right before a different name in the source, and never near this one. "Right
+    before" is in the text, not among content words: "capsized off the Libyan coast" puts no
+    title before "Libyan", though "off the" are stop words."""
     terms = claim.terms
     index = 0
     while index < len(terms):
@@ -315,13 +338,20 @@ def _swapped_name(
             end += 1
         names = terms[index : end + 1]
         keys = {name.key for name in names}
-        if index > 0 and not terms[index - 1].is_number:
+        if (
+            index > 0
+            and not terms[index - 1].is_number
+            and _next_to(claim.text, terms[index - 1], terms[index])
+        ):
             word = terms[index - 1]
             others = [
                 following
                 for sentence in sentences
                 for before, following in itertools.pairwise(sentence.terms)
-                if before.key == word.key and following.is_name and following.key not in keys
+                if before.key == word.key
+                and following.is_name
+                and following.key not in keys
+                and _next_to(sentence.text, before, following)
             ]
             if others and not any(together(name, word) for name in names):
                 who = " ".join(name.surface for name in names)
@@ -330,6 +360,12 @@ def _swapped_name(
                 )
         index = end + 1
     return None
+
+
+def _next_to(text: str, first: Term, second: Term) -> bool:
+    """Whether ``first`` stands right before ``second`` somewhere in ``text``, space apart."""
+    pattern = rf"(?<!\w){re.escape(first.surface)}\s+{re.escape(second.surface)}(?!\w)"
+    return re.search(pattern, text) is not None
 
 
 def _negation_conflict(claim: Analysed, sentence: Analysed) -> str | None:
