@@ -183,10 +183,16 @@ class HumanRatings:
         sizes = Counter(row.group for row in rows)
         alone = next((row for row in rows if sizes[row.group] == 1), None)
         if alone is not None:
+            cut = ""
+            if self.limit is not None and alone is rows[-1]:
+                cut = (
+                    f" (human.limit={self.limit} stops the reading here, after the group's "
+                    "first row: a limit that ends on a whole group keeps it)"
+                )
             raise RatingsError(
                 f"{self.path} row {alone.row}: field {self.group!r} (human.fields.group) is "
-                f"{alone.group!r}, a group of one summary: summary-level agreement ranks the "
-                "summaries of each source, so each group needs two or more. Set "
+                f"{alone.group!r}, a group of one summary{cut}: summary-level agreement ranks "
+                "the summaries of each source, so each group needs two or more. Set "
                 "human.fields.group=null when each source has one summary"
             )
 
@@ -211,8 +217,10 @@ def _label(row: Mapping[str, Any], name: str | None, setting: str, where: str) -
         return None
     value = row.get(name)
     if value is None or value == "":
+        hint = "" if setting == "human.fields.id" else f" (or {setting}=null if the file has none)"
         raise RatingsError(
-            f"{where}: no value in field {name!r} ({setting}); the row has {sorted(map(str, row))}"
+            f"{where}: no value in field {name!r} ({setting}); the row has "
+            f"{sorted(map(str, row))}: name the field that holds it{hint}"
         )
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise RatingsError(
