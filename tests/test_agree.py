@@ -664,3 +664,15 @@ def _cells(page: str) -> list[list[str]]:
     parser = Cells()
     parser.feed(page)
     return parser.rows
+
+
+def test_a_relative_ratings_path_is_shown_from_where_the_command_ran(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "work").mkdir()
+    path = write_jsonl(tmp_path / "data" / "ratings.jsonl", rated_rows(2))
+    run_dir = tmp_path / "run"
+    # run_agree runs the command from run_dir's parent, tmp_path.
+    done = run_agree(run_dir, "human.path=work/../data/ratings.jsonl", "runner.progress=false")
+    assert done.returncode == 0, done.stderr
+    assert f"agreement of offline with the human ratings in {path}\n" in done.stdout
+    assert set(pd.read_parquet(run_dir / "agreement.parquet")["ratings_path"]) == {str(path)}

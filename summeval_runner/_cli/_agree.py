@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -104,12 +105,12 @@ def plan_agreement(cfg: DictConfig, job: HydraJob) -> AgreementPlan:
     baseline = cfg.agreement.baseline
     resume = cfg.runner.resume
     return AgreementPlan(
-        run_dir=Path(to_absolute_path(resume)) if resume else job.output_dir,
+        run_dir=_absolute(resume) if resume else job.output_dir,
         resume=bool(resume),
         ratings=ratings,
         scorer=scorer,
         options=options,
-        baseline=Path(to_absolute_path(baseline)) if baseline else None,
+        baseline=_absolute(baseline) if baseline else None,
         resamples=cfg.agreement.resamples,
         seed=cfg.agreement.seed,
         config=container(cfg),
@@ -141,7 +142,7 @@ def human_ratings(human: DictConfig) -> HumanRatings:
         )
     fields = human.fields
     return HumanRatings(
-        Path(to_absolute_path(human.path)),
+        _absolute(human.path),
         source=fields.source,
         summary=fields.summary,
         group=fields.group,
@@ -151,6 +152,12 @@ def human_ratings(human: DictConfig) -> HumanRatings:
         format=human.format,
         limit=human.limit,
     )
+
+
+def _absolute(path: str) -> Path:
+    """A path given on the command line, from where the command ran, as tables and messages
+    show it: ``../shared/data/x.jsonl`` without the ``..`` (a link is kept, not resolved)."""
+    return Path(os.path.normpath(to_absolute_path(path)))
 
 
 def _target(dimension: str, setting: Any) -> HumanTarget:
