@@ -354,6 +354,17 @@ def test_a_setting_that_does_not_fit_the_file_is_named_with_its_row(
     assert not run_dir.exists()
 
 
+def test_a_ratings_file_of_unknown_format_names_human_format(tmp_path: Path, ratings: Path) -> None:
+    renamed = ratings.rename(tmp_path / "ratings.txt")
+    done = run_agree(tmp_path / "agree", f"human.path={renamed}")
+    assert done.returncode == 2
+    assert "cannot tell the format from the suffix '.txt'; set human.format to jsonl" in (
+        done.stderr
+    )
+    again = run_agree(tmp_path / "agree", f"human.path={renamed}", "human.format=jsonl")
+    assert again.returncode == 0, again.stderr
+
+
 def test_a_parquet_file_of_ratings_gives_the_figures_of_the_same_rows_in_jsonl(
     tmp_path: Path, ratings: Path
 ) -> None:

@@ -208,7 +208,7 @@ def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
     )
     if compared:
         head += f"  {'vs ' + str(compared):>12}  {'paired 95%':<16}"
-    lines = [title, head]
+    lines = [title, head.rstrip()]
     notes: dict[tuple[str, str, str], list[str]] = {}
     for row in rows:
         line = (

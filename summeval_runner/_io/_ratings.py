@@ -146,7 +146,10 @@ class HumanRatings:
             )
         if not path.is_file():
             raise RatingsError(f"human.path: no such file: {path}")
-        kind = detect_format(path, self.format)
+        try:
+            kind = detect_format(path, self.format)
+        except DatasetError as error:  # worded for datasets: name the ratings' own setting
+            raise RatingsError(str(error).replace("dataset.format", "human.format")) from None
         binary = {r for t in self.targets if t.binary for r in t.ratings}
         setting = {
             r: f"human.against.{t.dimension}" for t in reversed(self.targets) for r in t.ratings
