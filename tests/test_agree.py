@@ -8,8 +8,11 @@ computed cases in test_agreement_stats.py.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -687,3 +690,72 @@ def test_a_relative_ratings_path_is_shown_from_where_the_command_ran(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert f"agreement of offline with the human ratings in {path}\n" in done.stdout
     assert set(pd.read_parquet(run_dir / "agreement.parquet")["ratings_path"]) == {str(path)}
+
+
+# --- the README's examples run as shown ------------------------------------------------------
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DEV_DATA = "../shared/data/summeval_dev.jsonl"
+
+
+def readme_block(language: str, text: str) -> str:
+    (found,) = [b for b in re.findall(rf"```{language}\n(.*?)```", README, re.S) if text in b]
+    return found
+
+
+def test_the_readme_agreement_example_in_python_runs_and_prints_as_shown(
+    tmp_path: Path, ratings: Path
+) -> None:
+    code = readme_block("python", "HumanRatings(")
+    assert DEV_DATA in code
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code.replace(DEV_DATA, str(ratings)), "README.md", "exec"), {})
+    lines = printed.getvalue().splitlines()
+    shown = readme_block("text", "summary-level spearman").splitlines()
+    assert len(lines) == len(shown)
+    pattern = (
+        r"^\w+ +summary-level spearman -?\d\.\d{3} \[-?\d\.\d{3}, -?\d\.\d{3}\] over \d+ articles$"
+    )
+    for line, example in zip(lines[:-1], shown[:-1], strict=True):
+        assert re.match(pattern, line), line
+        assert re.match(pattern, example), example
+    assert lines[-1] == shown[-1] == "(18, 18)"  # 6 figures x 3 dimensions, 18 fields each
+
+
+def test_the_readme_model_judge_example_runs_against_an_openai_compatible_server(
+    tmp_path: Path, http_judge: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [dict(row, relevance=row["consistency"]) for row in _fake_rows()]
+    ratings = write_jsonl(tmp_path / "ratings.jsonl", rows)
+    code = readme_block("python", '"provider": "openai"')
+    assert "http://localhost:8000/v1" in code
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(
+            compile(
+                code.replace(DEV_DATA, str(ratings)).replace(
+                    "http://localhost:8000/v1", http_judge.base_url
+                ),
+                "README.md",
+                "exec",
+            ),
+            {},
+        )
+    # Alignment +1 in d1 and -1 in d2, as in the fake judge's test; no summary in error.
+    assert printed.getvalue() == "openai/qwen2.5-7b-instruct 0.0 0\n"
+    assert (tmp_path / "outputs" / "agree-qwen" / "agreement.parquet").is_file()
+
+
+def test_the_readme_agreement_query_runs_on_a_real_run(tmp_path: Path, ratings: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert run_agree(run_dir, f"human.path={ratings}", "runner.progress=false").returncode == 0
+    code = readme_block("python", "duckdb.sql(")
+    example = re.search(r"'(outputs/agree/[^']+)/agreement.parquet'", code)
+    assert example is not None
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code.replace(example[1], str(run_dir)), "README.md", "exec"), {})
+    assert "spearman" in printed.getvalue()
+    assert "kendall" in printed.getvalue()
