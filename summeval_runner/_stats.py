@@ -446,14 +446,18 @@ def _specs(metric: FloatArray, design: _Design) -> list[_Spec]:
     if design.binary:
         _, best = _weighted_balanced_accuracy(metric, human, np.ones((1, metric.size)))
         threshold = None if math.isnan(best[0]) else float(best[0])
-        if threshold is not None:
-            note = _join(note, "threshold tuned on these rows: expect less on new data")
+        tuned = (
+            "" if threshold is None else "threshold tuned on these rows: expect less on new data"
+        )
         specs += [
             pooled("roc_auc", lambda c: _weighted_auc(metric, human, c[:, rows_group])),
-            pooled(
+            _Spec(  # its own note: the threshold is balanced accuracy's, not the AUC's
+                "pooled",
                 "balanced_accuracy",
                 lambda c: _weighted_balanced_accuracy(metric, human, c[:, rows_group])[0],
+                everyone,
                 threshold=threshold,
+                note=_join(note, tuned),
             ),
         ]
     else:

@@ -164,6 +164,7 @@ def test_levels_present_follow_the_inputs() -> None:
     assert auc.value == pytest.approx(roc_auc(metric, labels))
     assert (accuracy.value, accuracy.threshold) == best_balanced_accuracy(metric, labels)
     assert "threshold tuned on these rows" in accuracy.note
+    assert auc.note == ""  # AUC has no threshold: nothing of it was tuned on these rows
 
 
 def test_system_level_correlates_per_system_means() -> None:

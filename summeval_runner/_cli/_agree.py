@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from summeval_runner._cli._plan import (
     run_options,
 )
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._agreement import AGREEMENT, agreement_rows
+from summeval_runner._io._agreement import AGREEMENT, agreement_rows, figure_note
 from summeval_runner._io._ratings import DIMENSIONS, HumanRatings, HumanTarget
 from summeval_runner._io._report import write_report
 from summeval_runner._runner._agreement import check_resamples, judge_agreement
@@ -92,7 +93,9 @@ class AgreementPlan:
 def plan_agreement(cfg: DictConfig, job: HydraJob) -> AgreementPlan:
     """Check the config and build the run's parts; ``SummevalError`` naming what is wrong."""
     refuse_unknown_settings(cfg)
-    options = run_options(cfg.runner, job)
+    # The variant labels what was judged: agreement.* changes the figures, not the judging.
+    judged = tuple(o for o in job.overrides if not o.lstrip("+~").startswith("agreement."))
+    options = run_options(cfg.runner, replace(job, overrides=judged))
     scorer = build_scorer(cfg)
     ratings = human_ratings(cfg.human)
     try:
@@ -102,12 +105,12 @@ def plan_agreement(cfg: DictConfig, job: HydraJob) -> AgreementPlan:
     baseline = cfg.agreement.baseline
     resume = cfg.runner.resume
     return AgreementPlan(
-        run_dir=Path(to_absolute_path(resume)) if resume else job.output_dir,
+        run_dir=_absolute(resume) if resume else job.output_dir,
         resume=bool(resume),
         ratings=ratings,
         scorer=scorer,
         options=options,
-        baseline=Path(to_absolute_path(baseline)) if baseline else None,
+        baseline=_absolute(baseline) if baseline else None,
         resamples=cfg.agreement.resamples,
         seed=cfg.agreement.seed,
         config=container(cfg),
@@ -139,7 +142,7 @@ def human_ratings(human: DictConfig) -> HumanRatings:
         )
     fields = human.fields
     return HumanRatings(
-        Path(to_absolute_path(human.path)),
+        _absolute(human.path),
         source=fields.source,
         summary=fields.summary,
         group=fields.group,
@@ -149,6 +152,12 @@ def human_ratings(human: DictConfig) -> HumanRatings:
         format=human.format,
         limit=human.limit,
     )
+
+
+def _absolute(path: str) -> Path:
+    """A path given on the command line, from where the command ran, as tables and messages
+    show it: ``../shared/data/x.jsonl`` without the ``..`` (a link is kept, not resolved)."""
+    return Path(os.path.normpath(to_absolute_path(path)))
 
 
 def _target(dimension: str, setting: Any) -> HumanTarget:
@@ -183,20 +192,24 @@ def _interval(low: float | None, high: float | None) -> str:
 
 
 def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
-    """The figures as the app prints them, one line each; the difference from a baseline, and
-    notes (what was left out), after."""
+    """The figures as the app prints them: what was held against what, one line per figure (with
+    the difference from a baseline), how the intervals were drawn, then the notes."""
     if not rows:
         return "no agreement figure could be computed"
-    compared = rows[0].get("baseline")
-    width = max(len(str(r["rating"])) for r in rows)
+    first = rows[0]
+    compared = first.get("baseline")
+    title = f"agreement of {first['judge']} with the human ratings in {first['ratings_path']}"
+    if compared:
+        title += f", against the baseline judge {compared} (paired: the same draws for both)"
+    width = max(len("human rating"), *(len(str(r["rating"])) for r in rows))
     head = (
         f"{'dimension':<10} {'human rating':<{width}} {'level':<8} {'statistic':<17} "
         f"{'value':>6}  {'95% interval':<16} {'sources':>7} {'rows':>5}"
     )
     if compared:
         head += f"  {'vs ' + str(compared):>12}  {'paired 95%':<16}"
-    lines = [head]
-    notes: dict[str, None] = {}
+    lines = [title, head.rstrip()]
+    notes: dict[tuple[str, str, str], list[str]] = {}
     for row in rows:
         line = (
             f"{row['dimension']:<10} {row['rating']:<{width}} {row['level']:<8} "
@@ -208,10 +221,19 @@ def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
                 f"  {_number(row['difference'], sign=True):>12}  "
                 f"{_interval(row['difference_ci_low'], row['difference_ci_high']):<16}"
             )
-        lines.append(line)
-        if row["note"]:
-            notes[f"{row['dimension']} {row['level']} {row['statistic']}: {row['note']}"] = None
-    lines.extend(f"note: {note}" for note in notes)
+        lines.append(line.rstrip())
+        note = figure_note(row)
+        if note:
+            notes.setdefault((row["dimension"], row["level"], note), []).append(row["statistic"])
+    if first.get("resamples") is not None:
+        lines.append(
+            f"95% intervals: percentiles of {first['resamples']} bootstrap draws of the sources "
+            f"(seed {first['seed']})"
+        )
+    lines.extend(
+        f"note: {dimension} {level} {', '.join(statistics)}: {note}"
+        for (dimension, level, note), statistics in notes.items()
+    )
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ sources, and, against a baseline judged on the same ratings, with the paired dif
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -87,6 +88,8 @@ AGREEMENT_SCHEMA = pa.schema(
         _described("difference_ci_high", pa.float64(), "paired 95% interval: high end"),
         _described("ratings_path", pa.string(), "the ratings file", False),
         _described("ratings_sha256", pa.string(), "SHA-256 of the ratings file's bytes", False),
+        _described("resamples", pa.int64(), "bootstrap draws of the sources per interval", False),
+        _described("seed", pa.int64(), "the bootstrap's seed (same seed, same draws)", False),
     ]
 )  # fmt: skip
 
@@ -180,13 +183,22 @@ def _value(scores: Scores, item_id: str, dimension: str) -> float | None:
 
 
 def write_agreement(
-    run_dir: Path, figures: Sequence[AgreementFigure], *, ratings_path: Path, ratings_sha256: str
+    run_dir: Path,
+    figures: Sequence[AgreementFigure],
+    *,
+    ratings_path: Path,
+    ratings_sha256: str,
+    resamples: int,
+    seed: int,
 ) -> Path:
     """``agreement.parquet`` in ``run_dir``, written under a temporary name and renamed."""
-    rows = [
-        {**asdict(f), "ratings_path": str(ratings_path), "ratings_sha256": ratings_sha256}
-        for f in figures
-    ]
+    shared = {
+        "ratings_path": str(ratings_path),
+        "ratings_sha256": ratings_sha256,
+        "resamples": resamples,
+        "seed": seed,
+    }
+    rows = [{**asdict(f), **shared} for f in figures]
     table = pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA)
     path = run_dir / AGREEMENT
     partial = path.with_name(f".{path.name}.partial")
@@ -205,6 +217,17 @@ def agreement_rows(run_dir: Path) -> list[dict[str, Any]]:
     """A run's figures as plain values (``None`` where a figure has none, never NaN)."""
     rows: list[dict[str, Any]] = _agreement_table(run_dir).to_pylist()
     return rows
+
+
+def figure_note(figure: Mapping[str, Any]) -> str:
+    """A figure's note as a table shows it: balanced accuracy's threshold first (the cut the
+    accuracy was read at), then what was left out and why."""
+    threshold = figure.get("threshold")
+    shown = threshold is not None and not math.isnan(threshold)
+    notes = [f"at score >= {threshold:.3f}"] if shown else []
+    if figure.get("note"):
+        notes.append(str(figure["note"]))
+    return "; ".join(notes)
 
 
 def _agreement_table(run_dir: Path) -> pa.Table:

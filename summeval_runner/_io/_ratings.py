@@ -146,7 +146,10 @@ class HumanRatings:
             )
         if not path.is_file():
             raise RatingsError(f"human.path: no such file: {path}")
-        kind = detect_format(path, self.format)
+        try:
+            kind = detect_format(path, self.format)
+        except DatasetError as error:  # worded for datasets: name the ratings' own setting
+            raise RatingsError(str(error).replace("dataset.format", "human.format")) from None
         binary = {r for t in self.targets if t.binary for r in t.ratings}
         setting = {
             r: f"human.against.{t.dimension}" for t in reversed(self.targets) for r in t.ratings
@@ -183,10 +186,16 @@ class HumanRatings:
         sizes = Counter(row.group for row in rows)
         alone = next((row for row in rows if sizes[row.group] == 1), None)
         if alone is not None:
+            cut = ""
+            if self.limit is not None and alone is rows[-1]:
+                cut = (
+                    f" (human.limit={self.limit} stops the reading here, after the group's "
+                    "first row: a limit that ends on a whole group keeps it)"
+                )
             raise RatingsError(
                 f"{self.path} row {alone.row}: field {self.group!r} (human.fields.group) is "
-                f"{alone.group!r}, a group of one summary: summary-level agreement ranks the "
-                "summaries of each source, so each group needs two or more. Set "
+                f"{alone.group!r}, a group of one summary{cut}: summary-level agreement ranks "
+                "the summaries of each source, so each group needs two or more. Set "
                 "human.fields.group=null when each source has one summary"
             )
 
@@ -211,8 +220,10 @@ def _label(row: Mapping[str, Any], name: str | None, setting: str, where: str) -
         return None
     value = row.get(name)
     if value is None or value == "":
+        hint = "" if setting == "human.fields.id" else f" (or {setting}=null if the file has none)"
         raise RatingsError(
-            f"{where}: no value in field {name!r} ({setting}); the row has {sorted(map(str, row))}"
+            f"{where}: no value in field {name!r} ({setting}); the row has "
+            f"{sorted(map(str, row))}: name the field that holds it{hint}"
         )
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise RatingsError(

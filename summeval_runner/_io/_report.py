@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._io._agreement import AGREEMENT, agreement_rows
+from summeval_runner._io._agreement import AGREEMENT, agreement_rows, figure_note
 from summeval_runner._io._compare import Run, compare_loaded, load_runs, run_counts
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 
@@ -173,13 +173,20 @@ def _agreement_section(runs: list[Run]) -> str:
                     f"<td class='ci'>{_interval(f['difference_ci_low'], f['difference_ci_high'])}"
                     "</td>"
                 )
-            rows.append(f"<tr>{cells}<td class='muted'>{_e(f['note'])}</td></tr>")
-        ratings = figures[0]["ratings_path"] if figures else ""
+            rows.append(f"<tr>{cells}<td class='muted'>{_e(figure_note(f))}</td></tr>")
+        first = figures[0] if figures else {}
+        judge = f"Judge {first.get('judge', '')}"
+        if compared:
+            judge += f" against the baseline judge {compared}"
+        draws = "95% bootstrap"
+        if first.get("resamples") is not None:
+            draws += f", {first['resamples']} draws of the sources (seed {first['seed']})"
+        paired = " The paired interval takes the same draws for both judges." if compared else ""
         blocks.append(
-            f"<h3>{_e(run.variant)}: judge {_e(figures[0]['judge'] if figures else '')}</h3>"
-            f"<p class='muted'>Held against the ratings in {_e(ratings)}. Summary level: "
-            "within each source, over its summaries, then the mean over sources. Intervals: "
-            "95% bootstrap, resampling sources.</p>"
+            f"<h3>{_e(judge)}</h3>"
+            f"<p class='muted'>Run {_e(run.variant)}, held against the ratings in "
+            f"{_e(first.get('ratings_path', ''))}. Summary level: within each source, over its "
+            f"summaries, then the mean over sources. Intervals: {_e(draws)}.{paired}</p>"
             f"<table>{head}{''.join(rows)}</table>"
         )
     if not blocks:

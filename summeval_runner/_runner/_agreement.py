@@ -133,7 +133,14 @@ async def judge_agreement(
         seed=seed,
     )
     if output_dir is not None and run.status == "completed":
-        write_agreement(Path(output_dir), figures, ratings_path=human.path, ratings_sha256=sha256)
+        write_agreement(
+            Path(output_dir),
+            figures,
+            ratings_path=human.path,
+            ratings_sha256=sha256,
+            resamples=resamples,
+            seed=seed,
+        )
     return AgreementResult(
         judge=label,
         prompt_version=PROMPT_VERSION,
