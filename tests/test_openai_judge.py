@@ -192,9 +192,47 @@ def test_json_object_mode_for_servers_without_json_schema(chat_server: ChatServe
     result = scorer.run_sync(input=SOURCE, output=SUMMARY)
 
     assert result.status == "scored"
-    assert {r.body["response_format"]["type"] for r in chat_server.requests} == {"json_object"}
-    # The shape then travels in the prompt.
-    assert '"alignment"' in chat_server.requests[0].body["messages"][0]["content"]
+    expected = {
+        "preprocess": strict_json_schema(PreprocessStepResult),
+        "analyze": strict_json_schema(AnalyzeReply),
+        "reason": strict_json_schema(ReasonStepResult),
+    }
+    for request in chat_server.requests:
+        # The schema rides beside json_object, where llama.cpp's servers make a grammar of it
+        # (without it they constrain the reply to any JSON object at all) ...
+        assert request.body["response_format"] == {
+            "type": "json_object",
+            "schema": expected[request.step],
+        }
+        # ... and in the prompt, for servers that ignore it there.
+        system_prompt = request.body["messages"][0]["content"]
+        assert json.dumps(expected[request.step], separators=(",", ":")) in system_prompt
+
+
+@pytest.mark.usefixtures("key")
+def test_a_server_that_refuses_json_schema_gets_json_object_and_the_error_names_the_fix(
+    chat_server: ChatServer,
+) -> None:
+    # As llama-cpp-python's server: HTTP 422 for response_format json_schema.
+    chat_server.json_schema_supported = False
+
+    refused = create_summarization_scorer(judge_settings(chat_server)).run_sync(
+        input=SOURCE, output=SUMMARY
+    )
+
+    assert refused.status == "error"
+    assert refused.error is not None
+    assert refused.error.type == "JudgeAPIError"
+    assert refused.error.step == "preprocess"
+    # The server's own words (FastAPI's detail, which the SDK's message leaves out) ...
+    assert "HTTP 422" in refused.error.message
+    assert "response_format.type: Input should be 'text' or 'json_object'" in refused.error.message
+    # ... and the fix.
+    assert "set the judge's response_format to json_object" in refused.error.message
+
+    scorer = create_summarization_scorer(judge_settings(chat_server, response_format="json_object"))
+    assert scorer.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
+    assert chat_server.counts["422"] == 1
 
 
 @pytest.mark.usefixtures("key")
