@@ -213,7 +213,7 @@ def test_json_object_mode_for_servers_without_json_schema(chat_server: ChatServe
 def test_a_server_that_refuses_json_schema_gets_json_object_and_the_error_names_the_fix(
     chat_server: ChatServer,
 ) -> None:
-    # As llama-cpp-python's server: HTTP 422 for response_format json_schema.
+    # As llama-cpp-python's server: HTTP 500 with the validation error for json_schema.
     chat_server.json_schema_supported = False
 
     refused = create_summarization_scorer(judge_settings(chat_server)).run_sync(
@@ -222,17 +222,19 @@ def test_a_server_that_refuses_json_schema_gets_json_object_and_the_error_names_
 
     assert refused.status == "error"
     assert refused.error is not None
-    assert refused.error.type == "JudgeAPIError"
+    # Not a JudgeAPIError: every request would be refused alike, so none is retried.
+    assert refused.error.type == "JudgeError"
     assert refused.error.step == "preprocess"
-    # The server's own words (FastAPI's detail, which the SDK's message leaves out) ...
-    assert "HTTP 422" in refused.error.message
-    assert "response_format.type: Input should be 'text' or 'json_object'" in refused.error.message
-    # ... and the fix.
+    assert refused.error.attempts == 1
+    # The server's own words, and the fix.
+    assert "HTTP 500" in refused.error.message
+    assert "'response_format', 'type'" in refused.error.message
     assert "set the judge's response_format to json_object" in refused.error.message
+    assert chat_server.counts["json_schema refused"] == 1
 
     scorer = create_summarization_scorer(judge_settings(chat_server, response_format="json_object"))
     assert scorer.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
-    assert chat_server.counts["422"] == 1
+    assert chat_server.counts["json_schema refused"] == 1
 
 
 @pytest.mark.usefixtures("key")

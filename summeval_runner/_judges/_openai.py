@@ -26,6 +26,7 @@ from summeval_runner._errors import (
     JudgeAPIError,
     JudgeAuthError,
     JudgeConnectionError,
+    JudgeError,
     JudgeInputTooLargeError,
     MissingAPIKeyError,
 )
@@ -284,29 +285,26 @@ class OpenAIJudge(AsyncClosing):
         try:
             content, usage = await self._chat.complete(params)
         except JudgeAPIError as error:
-            named = self._named_fix(error)
-            if named is error:
-                raise
-            raise named from error
+            if self._json_schema_refused(error):
+                # Every request would be refused alike: not retried, and the fix is named.
+                raise JudgeError(
+                    f"{' '.join(str(error).split())}; the server does not take response_format "
+                    "json_schema: set the judge's response_format to json_object, which sends "
+                    "the schema in the prompt and beside json_object"
+                ) from error
+            raise
         return JudgeReply(content=content, usage=usage)
 
-    def _named_fix(self, error: JudgeAPIError) -> JudgeAPIError:
-        """A server that refuses ``response_format`` json_schema (llama-cpp-python's answers 422;
-        others may answer 400) refuses every request alike: the error says the fix."""
-        if (
+    def _json_schema_refused(self, error: JudgeAPIError) -> bool:
+        """Whether the server refused the request for its ``response_format`` json_schema:
+        llama-cpp-python's server answers HTTP 500 with the validation error, a FastAPI server
+        that does not wrap it 422, others 400."""
+        return (
             type(error) is JudgeAPIError
-            and error.status_code in (400, 422)
+            and error.status_code in (400, 422, 500)
             and self.config.response_format == "json_schema"
-            and re.search(r"response_format|json_schema", str(error))
-        ):
-            return JudgeAPIError(
-                f"{error} (the server does not take response_format json_schema: set the judge's "
-                "response_format to json_object, which sends the schema in the prompt and "
-                "beside json_object)",
-                status_code=error.status_code,
-                retry_after_s=error.retry_after_s,
-            )
-        return error
+            and "response_format" in str(error)
+        )
 
 
 def _reply_of(completion: Any) -> tuple[str, TokenUsage]:
