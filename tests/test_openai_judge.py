@@ -210,6 +210,21 @@ def test_json_object_mode_for_servers_without_json_schema(chat_server: ChatServe
 
 
 @pytest.mark.usefixtures("key")
+def test_max_output_tokens_bounds_each_reply_and_is_sent_only_when_set(
+    chat_server: ChatServer,
+) -> None:
+    bounded = create_summarization_scorer(judge_settings(chat_server, max_output_tokens=256))
+    assert bounded.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
+    unbounded = create_summarization_scorer(judge_settings(chat_server))
+    assert unbounded.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
+
+    assert [r.body.get("max_tokens") for r in chat_server.requests] == [256] * 3 + [None] * 3
+    # A bound changes the replies, so the cache keys on it; an unset one leaves keys unchanged.
+    assert bounded.judge.cache_identity()["max_output_tokens"] == 256
+    assert "max_output_tokens" not in unbounded.judge.cache_identity()
+
+
+@pytest.mark.usefixtures("key")
 def test_a_server_that_refuses_json_schema_gets_json_object_and_the_error_names_the_fix(
     chat_server: ChatServer,
 ) -> None:

@@ -57,6 +57,10 @@ class OpenAIJudgeConfig(BaseModel):
     an item error found before the call (its size is estimated at four bytes of text a token).
     ``max_retries`` is the SDK's own retries, for use outside ``summeval-run``; a run turns them
     off and retries with its own policy (``runner.retry``).
+    ``max_output_tokens`` bounds each reply (sent as ``max_tokens``, which every
+    OpenAI-compatible server takes; ``None`` sends none): a small local model can loop inside a
+    JSON array until its context is full, and a reply cut at the bound is malformed, so it is
+    re-asked and then an error, in bounded time.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -70,6 +74,7 @@ class OpenAIJudgeConfig(BaseModel):
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     max_input_tokens: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
 
 
 class OpenAIChat:
@@ -218,7 +223,7 @@ class OpenAIJudge(AsyncClosing):
 
     def cache_identity(self) -> dict[str, Any]:
         """What, besides the request, decides this judge's reply: the cache keys on it."""
-        return {
+        identity: dict[str, Any] = {
             "provider": "openai",
             "model": self.config.name,
             "base_url": self._chat.base_url,
@@ -226,6 +231,10 @@ class OpenAIJudge(AsyncClosing):
             "temperature": self.config.temperature,
             "seed": self.config.seed,
         }
+        if self.config.max_output_tokens is not None:
+            # Only when set: the keys of judges without a bound stay what they were.
+            identity["max_output_tokens"] = self.config.max_output_tokens
+        return identity
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
@@ -282,6 +291,8 @@ class OpenAIJudge(AsyncClosing):
         }
         if self.config.seed is not None:
             params["seed"] = self.config.seed
+        if self.config.max_output_tokens is not None:
+            params["max_tokens"] = self.config.max_output_tokens
         try:
             content, usage = await self._chat.complete(params)
         except JudgeAPIError as error:
