@@ -7,6 +7,8 @@ JSON included) or ``Fault(status, ...)`` for an HTTP error, ``BrokenReply(kind)`
 whose body is cut off or is not JSON. ``FaultMix`` injects faults at random, seeded so that a
 run's outcome does not depend on the order requests arrive in. ``go_down()`` and ``come_back()``
 take the server off its port (connections refused) and put it back on the same port.
+``json_schema_supported = False`` refuses ``response_format`` json_schema with the HTTP 500 that
+llama-cpp-python's server sends.
 """
 
 from __future__ import annotations
@@ -77,6 +79,22 @@ class FaultMix:
 
 
 MALFORMED = '{"alignment": [{"claim": "cut sh'
+
+# What llama-cpp-python's server (0.3.36) answers to response_format json_schema: its request
+# model knows only "text" and "json_object", and its route's error handler turns the validation
+# error into an HTTP 500 in OpenAI's error shape.
+JSON_SCHEMA_REFUSED = {
+    "error": {
+        "message": (
+            "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+            "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+            "'ctx': {'expected': \"'text' or 'json_object'\"}}\n"
+        ),
+        "type": "internal_server_error",
+        "param": None,
+        "code": None,
+    }
+}
 
 
 @dataclass(frozen=True)
@@ -158,6 +176,8 @@ class ChatServer:
         self._always: Fault | BrokenReply | None = None
         self.mix: FaultMix | None = None
         self.latency_s = 0.0
+        # False: refuse response_format json_schema as llama-cpp-python's server does (HTTP 500).
+        self.json_schema_supported = True
         # Echo each request's Authorization header and URL (its query too) into error bodies
         # and scripted replies, as careless servers and proxies do: what a secret test greps for.
         self.echo_credentials = False
@@ -297,6 +317,15 @@ class ChatServer:
     def _next(
         self, body: dict[str, Any], record: Recorded
     ) -> tuple[int, dict[str, Any], dict[str, str]] | BrokenReply | str:
+        refused = (
+            not self.json_schema_supported
+            and body.get("response_format", {}).get("type") == "json_schema"
+        )
+        if refused:
+            with self._lock:
+                self.requests.append(record)
+                self.counts["json_schema refused"] += 1
+            return 500, JSON_SCHEMA_REFUSED, {}
         with self._lock:
             entry: Reply | Fault | BrokenReply | str | None = self._always or (
                 self._script.popleft() if self._script else None

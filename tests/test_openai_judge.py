@@ -192,9 +192,64 @@ def test_json_object_mode_for_servers_without_json_schema(chat_server: ChatServe
     result = scorer.run_sync(input=SOURCE, output=SUMMARY)
 
     assert result.status == "scored"
-    assert {r.body["response_format"]["type"] for r in chat_server.requests} == {"json_object"}
-    # The shape then travels in the prompt.
-    assert '"alignment"' in chat_server.requests[0].body["messages"][0]["content"]
+    expected = {
+        "preprocess": strict_json_schema(PreprocessStepResult),
+        "analyze": strict_json_schema(AnalyzeReply),
+        "reason": strict_json_schema(ReasonStepResult),
+    }
+    for request in chat_server.requests:
+        # The schema rides beside json_object, where llama.cpp's servers make a grammar of it
+        # (without it they constrain the reply to any JSON object at all) ...
+        assert request.body["response_format"] == {
+            "type": "json_object",
+            "schema": expected[request.step],
+        }
+        # ... and in the prompt, for servers that ignore it there.
+        system_prompt = request.body["messages"][0]["content"]
+        assert json.dumps(expected[request.step], separators=(",", ":")) in system_prompt
+
+
+@pytest.mark.usefixtures("key")
+def test_max_output_tokens_bounds_each_reply_and_is_sent_only_when_set(
+    chat_server: ChatServer,
+) -> None:
+    bounded = create_summarization_scorer(judge_settings(chat_server, max_output_tokens=256))
+    assert bounded.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
+    unbounded = create_summarization_scorer(judge_settings(chat_server))
+    assert unbounded.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
+
+    assert [r.body.get("max_tokens") for r in chat_server.requests] == [256] * 3 + [None] * 3
+    # A bound changes the replies, so the cache keys on it; an unset one leaves keys unchanged.
+    assert bounded.judge.cache_identity()["max_output_tokens"] == 256
+    assert "max_output_tokens" not in unbounded.judge.cache_identity()
+
+
+@pytest.mark.usefixtures("key")
+def test_a_server_that_refuses_json_schema_gets_json_object_and_the_error_names_the_fix(
+    chat_server: ChatServer,
+) -> None:
+    # As llama-cpp-python's server: HTTP 500 with the validation error for json_schema.
+    chat_server.json_schema_supported = False
+
+    refused = create_summarization_scorer(judge_settings(chat_server)).run_sync(
+        input=SOURCE, output=SUMMARY
+    )
+
+    assert refused.status == "error"
+    assert refused.error is not None
+    # Not a JudgeAPIError: every request would be refused alike, so none is retried.
+    assert refused.error.type == "JudgeError"
+    assert refused.error.step == "preprocess"
+    assert refused.error.attempts == 1
+    # The server's own words, and the fix.
+    assert "HTTP 500" in refused.error.message
+    assert "'response_format', 'type'" in refused.error.message
+    assert "set the judge's response_format to json_object" in refused.error.message
+    assert chat_server.counts["json_schema refused"] == 1
+
+    scorer = create_summarization_scorer(judge_settings(chat_server, response_format="json_object"))
+    assert scorer.run_sync(input=SOURCE, output=SUMMARY).status == "scored"
+    assert chat_server.counts["json_schema refused"] == 1
 
 
 @pytest.mark.usefixtures("key")

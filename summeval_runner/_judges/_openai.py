@@ -26,6 +26,7 @@ from summeval_runner._errors import (
     JudgeAPIError,
     JudgeAuthError,
     JudgeConnectionError,
+    JudgeError,
     JudgeInputTooLargeError,
     MissingAPIKeyError,
 )
@@ -50,11 +51,16 @@ class OpenAIJudgeConfig(BaseModel):
     ``base_url`` falls back to ``OPENAI_BASE_URL``, then to OpenAI's API, as the SDK does.
     ``api_key_env`` names the variable that holds the key (``None``: the server needs no key).
     ``response_format="json_object"`` serves servers without ``json_schema`` support: the schema
-    then travels in the prompt only, and replies are still validated against it.
+    then travels in the prompt, and beside ``json_object`` as ``schema`` (which llama.cpp's
+    servers enforce), and replies are still validated against it.
     ``max_input_tokens`` is the model's context for a request, when known: a longer request is
     an item error found before the call (its size is estimated at four bytes of text a token).
     ``max_retries`` is the SDK's own retries, for use outside ``summeval-run``; a run turns them
     off and retries with its own policy (``runner.retry``).
+    ``max_output_tokens`` bounds each reply (sent as ``max_tokens``, which every
+    OpenAI-compatible server takes; ``None`` sends none): a small local model can loop inside a
+    JSON array until its context is full, and a reply cut at the bound is malformed, so it is
+    re-asked and then an error, in bounded time.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -68,6 +74,7 @@ class OpenAIJudgeConfig(BaseModel):
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0)
     max_input_tokens: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
 
 
 class OpenAIChat:
@@ -216,7 +223,7 @@ class OpenAIJudge(AsyncClosing):
 
     def cache_identity(self) -> dict[str, Any]:
         """What, besides the request, decides this judge's reply: the cache keys on it."""
-        return {
+        identity: dict[str, Any] = {
             "provider": "openai",
             "model": self.config.name,
             "base_url": self._chat.base_url,
@@ -224,6 +231,10 @@ class OpenAIJudge(AsyncClosing):
             "temperature": self.config.temperature,
             "seed": self.config.seed,
         }
+        if self.config.max_output_tokens is not None:
+            # Only when set: the keys of judges without a bound stay what they were.
+            identity["max_output_tokens"] = self.config.max_output_tokens
+        return identity
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
@@ -239,7 +250,10 @@ class OpenAIJudge(AsyncClosing):
 
     def _response_format(self, request: JudgeRequest) -> dict[str, Any]:
         if self.config.response_format == "json_object":
-            return {"type": "json_object"}
+            # The schema rides beside json_object too: llama-cpp-python's server and llama.cpp's
+            # llama-server turn it into a grammar that constrains the reply (without it they
+            # constrain to any JSON object at all), and servers that know no such field ignore it.
+            return {"type": "json_object", "schema": dict(request.json_schema)}
         return {
             "type": "json_schema",
             "json_schema": {
@@ -262,7 +276,8 @@ class OpenAIJudge(AsyncClosing):
                 )
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         if self.config.response_format == "json_object" and messages:
-            # No schema travels with the request then: the prompt must carry the shape.
+            # Only some servers read the schema beside json_object: the prompt carries the shape
+            # for the others (a model shown no shape would guess one).
             schema = json.dumps(request.json_schema, separators=(",", ":"))
             messages[0]["content"] += (
                 f"\n\nReply with one JSON object and nothing else, matching this JSON schema: "
@@ -276,8 +291,31 @@ class OpenAIJudge(AsyncClosing):
         }
         if self.config.seed is not None:
             params["seed"] = self.config.seed
-        content, usage = await self._chat.complete(params)
+        if self.config.max_output_tokens is not None:
+            params["max_tokens"] = self.config.max_output_tokens
+        try:
+            content, usage = await self._chat.complete(params)
+        except JudgeAPIError as error:
+            if self._json_schema_refused(error):
+                # Every request would be refused alike: not retried, and the fix is named.
+                raise JudgeError(
+                    f"{' '.join(str(error).split())}; the server does not take response_format "
+                    "json_schema: set the judge's response_format to json_object, which sends "
+                    "the schema in the prompt and beside json_object"
+                ) from error
+            raise
         return JudgeReply(content=content, usage=usage)
+
+    def _json_schema_refused(self, error: JudgeAPIError) -> bool:
+        """Whether the server refused the request for its ``response_format`` json_schema:
+        llama-cpp-python's server answers HTTP 500 with the validation error, a FastAPI server
+        that does not wrap it 422, others 400."""
+        return (
+            type(error) is JudgeAPIError
+            and error.status_code in (400, 422, 500)
+            and self.config.response_format == "json_schema"
+            and "response_format" in str(error)
+        )
 
 
 def _reply_of(completion: Any) -> tuple[str, TokenUsage]:
@@ -478,6 +516,31 @@ def _not_json(base_url: str, body: str) -> JudgeAPIError:
     return JudgeAPIError(f"the judge's reply from {base_url} was not JSON: it began {start!r}")
 
 
+def _validation_detail(body: object) -> str | None:
+    """What a FastAPI server says is wrong with a request it refuses (HTTP 422), which the SDK's
+    message leaves out (it keeps an error's ``message`` field only): ``{"detail": [{"loc": [...],
+    "msg": ...}]}`` as llama-cpp-python's server sends, or ``{"detail": "..."}``. The values the
+    server echoes (``input``) are left out: they are the request's own text.
+
+    >>> _validation_detail({"detail": [{"loc": ["body", "response_format", "type"],
+    ...     "msg": "Input should be 'text' or 'json_object'", "input": "json_schema"}]})
+    "response_format.type: Input should be 'text' or 'json_object'"
+    >>> _validation_detail({"error": {"message": "bad"}}) is None
+    True
+    """
+    detail = body.get("detail") if isinstance(body, Mapping) else None
+    if isinstance(detail, str):
+        return detail.strip()[:200] or None
+    if not isinstance(detail, list):
+        return None
+    problems = []
+    for item in detail[:3]:
+        if isinstance(item, Mapping) and isinstance(item.get("msg"), str):
+            where = ".".join(str(part) for part in item.get("loc") or () if part != "body")
+            problems.append(f"{where}: {item['msg']}" if where else item["msg"])
+    return "; ".join(problems)[:300] or None
+
+
 def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError | JudgeInputTooLargeError:
     """Map an SDK error onto this package's exception tree, keeping the status code."""
     if isinstance(error, openai.APIConnectionError):
@@ -501,8 +564,10 @@ def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError | JudgeIn
                 f"the judge at {base_url} refused the request as too long for its context "
                 f"(HTTP {status}): {error.message}"
             )
+        refusal = _validation_detail(error.body)
         return JudgeAPIError(
-            f"the judge at {base_url} answered HTTP {status}: {error.message}",
+            f"the judge at {base_url} answered HTTP {status}: {error.message}"
+            + (f" ({refusal})" if refusal else ""),
             status_code=status,
             retry_after_s=retry_after_s(error.response.headers),
         )
