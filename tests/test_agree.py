@@ -8,6 +8,7 @@ computed cases in test_agreement_stats.py.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -196,21 +197,76 @@ def test_a_baseline_judged_on_other_ratings_is_refused_before_any_judge_call(
     assert not (second / "items.parquet").exists()
 
 
+def test_figures_are_of_every_rated_summary_or_none_before_any_judge_call(
+    tmp_path: Path, ratings: Path
+) -> None:
+    # A baseline that judged only the first rows of the same file, and a shard of the rows,
+    # would each leave this judge's figures on part of the rows, with exit 0.
+    first = tmp_path / "first"
+    limited = run_agree(first, f"human.path={ratings}", "human.limit=8", "runner.progress=false")
+    assert limited.returncode == 0
+
+    second = tmp_path / "second"
+    done = run_agree(second, f"human.path={ratings}", f"agreement.baseline={first}")
+    assert done.returncode == 2
+    assert "judged 8 of the 16 rated summaries" in done.stderr
+    assert not (second / "items.parquet").exists()
+
+    sharded = tmp_path / "sharded"
+    done = run_agree(sharded, f"human.path={ratings}", "runner.shard=0/2")
+    assert done.returncode == 2
+    assert "shard must be None for agreement, got '0/2'" in done.stderr
+    assert not (sharded / "items.parquet").exists()
+
+
+def test_a_run_that_did_not_complete_returns_no_figure(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "fake.jsonl", _fake_rows())
+    ratings = HumanRatings(path, targets=(HumanTarget("alignment", ("consistency",)),))
+    stop = asyncio.Event()
+
+    calls: list[str] = []
+
+    def preprocess(request: JudgeRequest) -> dict[str, Any]:
+        calls.append(request.step)
+        if len(calls) == 4:
+            stop.set()  # three items judged (one whole source), the others never finished
+        return _fake_judge_preprocess(request)
+
+    stopping = FakeJudge(
+        preprocess=preprocess,
+        analyze={
+            "coverage": [{"answered": True, "reason": "r"}, {"answered": True, "reason": "r"}]
+        },
+    )
+
+    result = judge_agreement_sync(
+        ratings, scorer=create_summarization_scorer(stopping), stop=stop, concurrency=1
+    )
+
+    assert result.run.status == "interrupted"
+    assert 3 <= result.run.counts.scored < 6
+    # Figures of the rows it reached would pass for figures of all six.
+    assert result.figures == ()
+    with pytest.raises(KeyError):
+        result.figure("alignment")
+
+
+def _fake_judge_preprocess(request: JudgeRequest) -> dict[str, Any]:
+    supported = int(request.payload.summary.split("A")[1][0])  # type: ignore[union-attr]
+    return {
+        "alignment": [
+            {"claim": f"c{i}", "supported": i < supported, "reason": "r"} for i in range(4)
+        ],
+        "questions": ["q1", "q2"],
+    }
+
+
 def _fake_judge() -> FakeJudge:
     """A judge whose alignment is the digit in the summary ("A3": 3 of 4 claims supported)
     and whose coverage is every question answered."""
 
-    def preprocess(request: JudgeRequest) -> dict[str, Any]:
-        supported = int(request.payload.summary.split("A")[1][0])  # type: ignore[union-attr]
-        return {
-            "alignment": [
-                {"claim": f"c{i}", "supported": i < supported, "reason": "r"} for i in range(4)
-            ],
-            "questions": ["q1", "q2"],
-        }
-
     return FakeJudge(
-        preprocess=preprocess,
+        preprocess=_fake_judge_preprocess,
         analyze={
             "coverage": [{"answered": True, "reason": "r"}, {"answered": True, "reason": "r"}]
         },

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from summeval_runner import (
+    JudgeAPIError,
     JudgeAuthError,
     MissingAPIKeyError,
     OpenAIJudge,
@@ -319,3 +320,38 @@ def test_a_key_in_the_settings_is_refused_without_echoing_it(chat_server: ChatSe
     with pytest.raises(ConfigError, match="api_key_env") as raised:
         create_summarization_scorer(judge_settings(chat_server, api_key="sk-secret-value"))
     assert "sk-secret-value" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "refused"),
+    [
+        # llama-cpp-python's own refusal (see chat_server): the formats it takes are named.
+        (
+            500,
+            "HTTP 500: ('body', 'response_format', 'type'): Input should be 'text' or 'json_object'",
+            True,
+        ),
+        (400, "HTTP 400: response_format json_schema is not supported by this model", True),
+        # A 500 that only mentions response_format is a fault to retry, not a refusal.
+        (
+            500,
+            "HTTP 500: CUDA out of memory while compiling the grammar for response_format",
+            False,
+        ),
+        # A schema the server finds invalid is not json_schema refused.
+        (
+            400,
+            "HTTP 400: Invalid schema for response_format 'x': 'minItems' is not permitted",
+            False,
+        ),
+        (503, "HTTP 503: response_format 'text' or 'json_object'", False),
+    ],
+)
+def test_only_a_refusal_of_json_schema_itself_is_named_and_not_retried(
+    status: int, message: str, refused: bool
+) -> None:
+    judge = OpenAIJudge(
+        OpenAIJudgeConfig(name="m", base_url="http://127.0.0.1:9/v1", api_key_env=None)
+    )
+
+    assert judge._json_schema_refused(JudgeAPIError(message, status_code=status)) is refused

@@ -309,12 +309,20 @@ class OpenAIJudge(AsyncClosing):
     def _json_schema_refused(self, error: JudgeAPIError) -> bool:
         """Whether the server refused the request for its ``response_format`` json_schema:
         llama-cpp-python's server answers HTTP 500 with the validation error, a FastAPI server
-        that does not wrap it 422, others 400."""
+        that does not wrap it 422, others 400. Only a refusal that says which formats it takes
+        (``'text' or 'json_object'``) or that json_schema is not supported counts: a 500 that
+        merely mentions response_format (out of memory building its grammar) is retried, and a
+        schema the server finds invalid is not blamed on json_schema itself."""
+        message = str(error).lower()
         return (
             type(error) is JudgeAPIError
             and error.status_code in (400, 422, 500)
             and self.config.response_format == "json_schema"
-            and "response_format" in str(error)
+            and "response_format" in message
+            and (
+                "json_object" in message
+                or ("json_schema" in message and "not supported" in message)
+            )
         )
 
 

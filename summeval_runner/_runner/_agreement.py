@@ -100,13 +100,18 @@ async def judge_agreement(
     ``summeval-agree`` run directory on the same ratings file; each figure then carries the
     difference and its paired interval. Intervals: ``resamples`` bootstrap draws of the
     sources, seeded by ``seed``.
+
+    Figures are of every rated summary or of none: a shard is refused, a baseline must have
+    judged every rated summary, and a run that did not complete (interrupted, failed) returns
+    no figure (``figures`` is empty; resume it with ``resume=True``).
     """
     check_resamples(resamples)
+    _refuse_shard(options, option_values)
     human = ratings if isinstance(ratings, HumanRatings) else HumanRatings(Path(ratings))
     rated = human.read()
     sha256 = human.sha256()
     chosen = scorer if scorer is not None else create_summarization_scorer("offline")
-    base = _baseline(baseline, sha256)
+    base = _baseline(baseline, sha256, [row.id for row in rated])
     label = judge_name(chosen.judge)
     run = await run_evals(
         scorers=[chosen],
@@ -121,16 +126,21 @@ async def judge_agreement(
     )
     # A resumed run's earlier items are only in its tables: read them all back from there.
     scores = read_scores(Path(output_dir)) if output_dir is not None else _scores(run)
-    figures = agreement_figures(
-        rated,
-        human.targets,
-        scores,
-        judge=label,
-        prompt_version=PROMPT_VERSION,
-        baseline=base[0] if base is not None else None,
-        baseline_label=base[1] if base is not None else None,
-        resamples=resamples,
-        seed=seed,
+    # A figure of the rows an unfinished run reached would pass for one of all the rows.
+    figures = (
+        agreement_figures(
+            rated,
+            human.targets,
+            scores,
+            judge=label,
+            prompt_version=PROMPT_VERSION,
+            baseline=base[0] if base is not None else None,
+            baseline_label=base[1] if base is not None else None,
+            resamples=resamples,
+            seed=seed,
+        )
+        if run.status == "completed"
+        else ()
     )
     if output_dir is not None and run.status == "completed":
         write_agreement(
@@ -193,8 +203,25 @@ def _scores(run: EvalRunResult) -> Scores:
     return scores
 
 
-def _baseline(baseline: Baseline | None, sha256: str) -> tuple[Scores, str] | None:
-    """The baseline's scores and label, refused unless judged on the same ratings file."""
+def _refuse_shard(
+    options: RunOptions | Mapping[str, Any] | None, option_values: Mapping[str, Any]
+) -> None:
+    """``ConfigError`` for a shard: agreement is a figure of every rated summary, and a shard
+    also cuts sources apart."""
+    given = options.shard if isinstance(options, RunOptions) else (options or {}).get("shard")
+    shard = option_values.get("shard", given)
+    if shard is not None:
+        raise ConfigError(
+            f"shard must be None for agreement, got {str(shard)!r}: the figures are of every "
+            "rated summary (use human.limit for a quicker look at the first rows)"
+        )
+
+
+def _baseline(
+    baseline: Baseline | None, sha256: str, rated_ids: Sequence[str]
+) -> tuple[Scores, str] | None:
+    """The baseline's scores and label, refused unless judged on the same ratings file, every
+    rated summary of it."""
     if baseline is None:
         return None
     if isinstance(baseline, AgreementResult):
@@ -213,5 +240,12 @@ def _baseline(baseline: Baseline | None, sha256: str) -> tuple[Scores, str] | No
         raise ConfigError(
             f"{where} was judged on another ratings file (SHA-256 {base_sha[:12]}…, this one "
             f"{sha256[:12]}…): a paired difference needs the same rated summaries"
+        )
+    missing = [item_id for item_id in rated_ids if item_id not in scores]
+    if missing:
+        raise ConfigError(
+            f"{where} judged {len(rated_ids) - len(missing)} of the {len(rated_ids)} rated "
+            f"summaries (not {missing[0]!r}, for one): a paired difference needs every one, "
+            "judged by both (judge the baseline on all the rows, without human.limit)"
         )
     return scores, label
