@@ -158,14 +158,20 @@ def rules(rows: list[Row], folds: int, max_questions: int) -> None:
                 - summary_spearman(rows, base[dimension], dimension, fold)
                 for fold in members
             ]
-            whole = summary_spearman(rows, other[dimension], dimension, everything) - (
-                summary_spearman(rows, base[dimension], dimension, everything)
-            )
+            whole = difference.value if difference.value is not None else float("nan")
             interval = f"[{difference.ci_low or 0.0:+.3f}, {difference.ci_high or 0.0:+.3f}]"
             print(
                 f"{label:<26} {dimension:<10} {whole:>+8.3f} {interval:>17}  "
                 f"{' '.join(f'{v:+.3f}' for v in per_fold)}"
             )
+        # Which summaries the rule decides, and whether people found those inconsistent: a
+        # guard that fires on a handful of them is measured by this, not by a correlation.
+        changed = [i for i in everything if other["alignment"][i] != base["alignment"][i]]
+        inconsistent = sum(float(str(rows[i]["consistency"])) < 4 for i in changed)
+        print(
+            f"{label:<26} {'':<10} alignment of {len(changed)} of {len(rows)} summaries "
+            f"changed; people rated {inconsistent} of them below 4 (consistency)"
+        )
 
 
 def main() -> None:

@@ -184,10 +184,11 @@ def _judge_claim(
     evidence = frozenset().union(*(s.keys for s in support))
     missing = [t.surface for t in claim.terms if t.key not in evidence]
     recall = 1 - len({t.key for t in claim.terms if t.key not in evidence}) / len(claim.keys)
-    elsewhere = _numbers_out_of_context(claim, sentences, evidence)
     if settings.opposites and (opposed := _opposite(claim, support, evidence)) is not None:
         verdict["reason"] = opposed
-    elif settings.numbers_in_evidence and elsewhere:
+    elif settings.numbers_in_evidence and (
+        elsewhere := _numbers_out_of_context(claim, sentences, evidence)
+    ):
         verdict["reason"] = (
             f"the source gives {quote(elsewhere)} about something else: '{shorten(best.text)}'"
         )
