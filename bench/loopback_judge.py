@@ -77,7 +77,9 @@ def _step(body: dict[str, Any]) -> str:
     system = str(body["messages"][0]["content"])
     if "QUESTIONS" in system:
         return "analyze"
-    return "preprocess" if "Task 1, claims" in system else "reason"
+    if "Task 1, claims" in system:
+        return "preprocess"
+    return "claims" if "atomic claims" in system else "reason"
 
 
 def _between(text: str, start: str, end: str) -> str:
@@ -88,28 +90,32 @@ def reply_for(body: dict[str, Any]) -> dict[str, Any]:
     """The judge's reply for the request's step, as a careful model would size it."""
     user = str(body["messages"][-1]["content"])
     step = _step(body)
-    if step == "preprocess":
+    if step in ("preprocess", "claims"):
         summary = _between(user, "<summary>", "</summary>")
         source = _between(user, "<source>", "</source>")
-        asked = int(re.search(r"at most (\d+) questions", user)[1])  # type: ignore[index]
+        sentences = [s for s in _SENTENCE.split(source) if s.strip()]
+        wanted = re.search(r"at most (\d+) questions", user)
+        # A claims-only call (the source's questions are shared) asks for none.
+        facts = sentences[: int(wanted[1])] if wanted else []
         claims = [s for s in _SENTENCE.split(summary) if s.strip()]
-        facts = [s for s in _SENTENCE.split(source) if s.strip()][:asked]
-        return {
+        reply: dict[str, Any] = {
             "alignment": [
                 {
                     "claim": claim,
                     "supported": i % 4 != 3,
                     "reason": "The source states this in its opening paragraph."
                     if i % 4 != 3
-                    else f"The source gives a different figure: {facts[0][:40]}",
+                    else f"The source gives a different figure: {sentences[0][:40]}",
                 }
                 for i, claim in enumerate(claims)
-            ],
-            # At most 12 words, as the prompt asks.
-            "questions": [
-                f"Does it say {' '.join(fact.split()[:9]).rstrip('.').lower()}?" for fact in facts
-            ],
+            ]
         }
+        if step == "preprocess":
+            # At most 12 words, as the prompt asks.
+            reply["questions"] = [
+                f"Does it say {' '.join(fact.split()[:9]).rstrip('.').lower()}?" for fact in facts
+            ]
+        return reply
     if step == "analyze":
         questions = [
             line.split(". ", 1)[1]

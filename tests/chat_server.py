@@ -116,6 +116,15 @@ class Recorded:
 
 
 SUMMARY_REPLY = "The model's summary of the text."
+# The questions a judge whose choice follows the summary in view picks three of.
+QUESTION_POOL = (
+    "Did the bridge open?",
+    "Did it cost 40 million?",
+    "Did traffic fall?",
+    "Was the mayor there?",
+    "Did the river flood?",
+    "Was a toll charged?",
+)
 
 
 def step_of(body: dict[str, Any]) -> str:
@@ -127,20 +136,31 @@ def step_of(body: dict[str, Any]) -> str:
     system = str(body["messages"][0]["content"])
     if "QUESTIONS" in system:
         return "analyze"
-    return "preprocess" if "Task 1, claims" in system else "reason"
+    if "Task 1, claims" in system:
+        return "preprocess"
+    # The preprocess call of an item whose source's questions are shared: claims only.
+    return "claims" if "atomic claims" in system else "reason"
 
 
-def valid_content(body: dict[str, Any]) -> dict[str, Any]:
-    """A well-formed reply for the request's step."""
+def valid_content(body: dict[str, Any], questions_follow_summary: bool = False) -> dict[str, Any]:
+    """A well-formed reply for the request's step. ``questions_follow_summary``: the questions
+    are three of ``QUESTION_POOL`` chosen by the summary the preprocess call shows, as a judge
+    whose question choice varies with what it sees."""
     step = step_of(body)
+    claims = [
+        {"claim": "The bridge opened.", "supported": True, "reason": "stated"},
+        {"claim": "It cost 9 dollars.", "supported": False, "reason": "no 9"},
+    ]
     if step == "preprocess":
-        return {
-            "alignment": [
-                {"claim": "The bridge opened.", "supported": True, "reason": "stated"},
-                {"claim": "It cost 9 dollars.", "supported": False, "reason": "no 9"},
-            ],
-            "questions": ["Did the bridge open?", "Did it cost 40 million?", "Did traffic fall?"],
-        }
+        questions = list(QUESTION_POOL[:3])
+        if questions_follow_summary:
+            user = str(body["messages"][-1]["content"])
+            summary = user.split("<summary>", 1)[-1].split("</summary>", 1)[0]
+            start = int(hashlib.sha256(summary.encode()).hexdigest(), 16) % len(QUESTION_POOL)
+            questions = [QUESTION_POOL[(start + i) % len(QUESTION_POOL)] for i in range(3)]
+        return {"alignment": claims, "questions": questions}
+    if step == "claims":
+        return {"alignment": claims}
     if step == "analyze":
         user = str(body["messages"][1]["content"])
         questions = [
@@ -178,6 +198,8 @@ class ChatServer:
         self.latency_s = 0.0
         # False: refuse response_format json_schema as llama-cpp-python's server does (HTTP 500).
         self.json_schema_supported = True
+        # True: a preprocess call's questions depend on the summary it shows (valid_content).
+        self.questions_follow_summary = False
         # Echo each request's Authorization header and URL (its query too) into error bodies
         # and scripted replies, as careless servers and proxies do: what a secret test greps for.
         self.echo_credentials = False
@@ -364,7 +386,7 @@ class ChatServer:
         elif step_of(body) == "summarize":
             content = SUMMARY_REPLY
         else:
-            content = json.dumps(valid_content(body))
+            content = json.dumps(valid_content(body, self.questions_follow_summary))
         usage = (len(json.dumps(body["messages"])) // 4, len(content) // 4)
         with self._lock:
             self.usage[index] = usage

@@ -569,11 +569,12 @@ def test_a_paired_difference_of_two_fake_judges_worked_by_hand(tmp_path: Path) -
 _VALID_CONTENT = chat_server_module.valid_content
 
 
-def _http_judge_content(body: dict[str, Any]) -> dict[str, Any]:
-    """The loopback server as a model judge: in each preprocess reply, the digit in the summary
-    says how many of its four claims are supported (``Summary A3 of d1``: 3 of 4)."""
-    content = _VALID_CONTENT(body)
-    if chat_server_module.step_of(body) == "preprocess":
+def _http_judge_content(body: dict[str, Any], questions_follow_summary: bool = False) -> dict[str, Any]:
+    """The loopback server as a model judge: in each preprocess reply (claims and questions, or
+    claims only), the digit in the summary says how many of its four claims are supported
+    (``Summary A3 of d1``: 3 of 4)."""
+    content = _VALID_CONTENT(body, questions_follow_summary)
+    if chat_server_module.step_of(body) in ("preprocess", "claims"):
         summary = str(body["messages"][1]["content"]).split("<summary>\n", 1)[1]
         supported = int(summary.split("A", 1)[1][0])
         content["alignment"] = [

@@ -43,6 +43,9 @@ class DatasetConfig:
 class ScorerConfig:
     max_questions: int = 10
     scale: float = 1.0
+    # per_source: a source's coverage questions are drawn once and every item of it (other
+    # variants, later runs through the cache) is asked the same; per_item: each item draws its own.
+    questions: str = "per_source"
 
 
 @dataclass

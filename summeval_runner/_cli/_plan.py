@@ -141,7 +141,12 @@ def build_scorer(cfg: DictConfig) -> SummarizationScorer:
         raise ConfigError(f"model: {error}") from None
     try:
         return create_summarization_scorer(
-            judge, {"max_questions": cfg.scorer.max_questions, "scale": cfg.scorer.scale}
+            judge,
+            {
+                "max_questions": cfg.scorer.max_questions,
+                "scale": cfg.scorer.scale,
+                "questions": cfg.scorer.questions,
+            },
         )
     except ConfigError as error:
         raise ConfigError(f"scorer.{error}") from None

@@ -189,12 +189,24 @@ def _prompt_version(run: Run) -> str | None:
     return run.manifest.prompt_version
 
 
+def _questions(run: Run) -> str | None:
+    """How the run's coverage questions were drawn: once per source, or by each item. Runs
+    recorded before the setting was have drawn them per item."""
+    settings = run.manifest.setup.get("scorer", {}).get(SUMMARIZATION_SCORER_ID)
+    if not isinstance(settings, Mapping):
+        return None
+    return str(settings.get("questions", "per_item"))
+
+
 # What decides an item's score besides the summary: runs that differ here measure differently
 # (and the dataset, by ``_same_dataset``).
 _DECIDING: dict[str, Callable[[Run], Any]] = {
     "judge": _judge,
     "scale": _scale,
     "prompt version": _prompt_version,
+    # Variants asked the same questions and variants that each drew their own measure coverage
+    # differently: a per_item run's coverage carries the noise of its own question choice.
+    "questions": _questions,
 }
 
 

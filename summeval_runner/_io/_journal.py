@@ -10,7 +10,10 @@ Between the items, traffic lines (``{"traffic": {...}}``, a ``PartTraffic``) car
 part of the run (each process that wrote the journal) has sent and met so far: requests, retries,
 429s, tokens, cache hits and stores, and its seconds of work. A line is written as each request
 goes out, so a process killed with requests in flight has counted them; the manifest sums the
-last line of every part. Readers of items skip these lines.
+last line of every part. Question lines (``{"questions": {...}}``, a ``QuestionsLine``) hold
+each source's coverage questions as they are first shared (``questions="per_source"``): a
+resumed run asks the same ones, and ``questions.parquet`` is made of them. Readers of items skip
+these lines.
 
 A line that is neither (damaged on disk, edited by hand) is reported with its file and line
 number and skipped, never raised: the item it held counts as not finished, and a resume scores
@@ -42,7 +45,7 @@ except ImportError:  # Windows: no advisory locks; one writer per run directory 
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._manifest import CacheUse, JudgeTraffic
 from summeval_runner._io._rows import ItemRecord, rows_of
-from summeval_runner._io._tables import AGGREGATES_SCHEMA, TABLES, Summary
+from summeval_runner._io._tables import AGGREGATES_SCHEMA, QUESTIONS_SCHEMA, TABLES, Summary
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._result import Status
 from summeval_runner._secrets import scrub
@@ -56,6 +59,9 @@ _SYNC_INTERVAL_S = 1.0
 # compact form pydantic writes), so indexing the journal needs no full parse of each line.
 _HEAD = re.compile(rb'^\{"position":(\d+),"item_id":("(?:[^"\\]|\\.)*"),"status":"(\w+)"')
 _TRAFFIC = b'{"traffic":'
+_QUESTIONS = b'{"questions":'
+# Lines that are not item records: a reader of items skips them.
+_SIDE_LINES = (_TRAFFIC, _QUESTIONS)
 # Damaged lines named one by one in a read; beyond that, only how many more.
 _NAMED_DAMAGE = 10
 
@@ -122,6 +128,31 @@ class _TrafficLine(BaseModel):
     traffic: PartTraffic
 
 
+class QuestionsLine(BaseModel):
+    """One source's coverage questions, as a judge's evaluations of that source are asked them:
+    drawn in this run (``origin`` ``drawn``) or found in the response cache, drawn by an earlier
+    run (``stored``). ``key`` is the bank's key (prompt version, budget, source fingerprint)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    key: str
+    judge: str
+    source_sha256: str
+    max_questions: int
+    prompt_version: str
+    origin: str
+    questions: tuple[str, ...]
+    # Which evaluation drew the set (its summary and trial, hashed): that one, run again,
+    # repeats its own cached preprocess call.
+    drawn_with: str = ""
+
+
+class _QuestionsLineWrapper(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    questions: QuestionsLine
+
+
 @dataclass
 class _Damage:
     """The damaged lines of one journal met so far, each reported once."""
@@ -161,6 +192,8 @@ class JournalContents:
     statuses: dict[str, Status]
     parts: dict[str, PartTraffic]
     damaged_lines: tuple[int, ...] = ()
+    # Each (judge, key)'s question set, as first recorded.
+    questions: tuple[QuestionsLine, ...] = ()
 
 
 class RunWriter:
@@ -210,6 +243,11 @@ class RunWriter:
         synced with the items (at least every second), not line by line."""
         line = _TrafficLine(traffic=traffic).model_dump_json(exclude_defaults=True)
         self._journal.write(line + "\n")
+        self._written()
+
+    def write_questions(self, line: QuestionsLine) -> None:
+        """Append a source's shared questions: a resumed run asks its items the same ones."""
+        self._journal.write(scrub(_QuestionsLineWrapper(questions=line).model_dump_json()) + "\n")
         self._written()
 
     def _written(self) -> None:
@@ -284,9 +322,37 @@ class RunWriter:
             pa.Table.from_pylist(summary.rows(), schema=AGGREGATES_SCHEMA),
             _partial(paths["aggregates"]),
         )
+        pq.write_table(
+            pa.Table.from_pylist(
+                _questions_rows(self.contents().questions, run_id=run_id, variant=variant),
+                schema=QUESTIONS_SCHEMA,
+            ),
+            _partial(paths["questions"]),
+        )
         for path in paths.values():
             os.replace(_partial(path), path)
         return Compacted(tables=paths, counts=RunCounts.of(statuses))
+
+
+def _questions_rows(
+    lines: Iterable[QuestionsLine], *, run_id: str, variant: str
+) -> list[dict[str, Any]]:
+    """``questions.parquet``'s rows: each shared question set's questions, in order."""
+    return [
+        {
+            "run_id": run_id,
+            "variant": variant,
+            "judge": line.judge,
+            "prompt_version": line.prompt_version,
+            "source_sha256": line.source_sha256,
+            "max_questions": line.max_questions,
+            "origin": line.origin,
+            "position": position,
+            "question": question,
+        }
+        for line in lines
+        for position, question in enumerate(line.questions)
+    ]
 
 
 @dataclass(frozen=True)
@@ -315,6 +381,11 @@ def journaled_statuses(run_dir: Path) -> dict[str, Status]:
     return _contents(run_dir / JOURNAL, _Damage()).statuses
 
 
+def journaled_questions(run_dir: Path) -> tuple[QuestionsLine, ...]:
+    """The question sets a run's journal recorded, the first of each judge and source."""
+    return _contents(run_dir / JOURNAL, _Damage()).questions
+
+
 def journaled_ids(run_dir: Path) -> frozenset[str]:
     """The ids of the items in a run's journal (damaged lines reported and skipped)."""
     return frozenset(journaled_statuses(run_dir))
@@ -328,7 +399,7 @@ def journal_records(journal: Path) -> Iterator[ItemRecord]:
     """
     damage = _Damage()
     for number, _, line in _lines(journal):
-        if line.startswith(_TRAFFIC):
+        if line.startswith(_SIDE_LINES):
             continue
         try:
             yield ItemRecord.model_validate_json(line)
@@ -351,6 +422,7 @@ def _lines(journal: Path) -> Iterator[tuple[int, int, bytes]]:
 def _contents(journal: Path, damage: _Damage) -> JournalContents:
     statuses: dict[str, Status] = {}
     parts: dict[str, PartTraffic] = {}
+    questions: dict[tuple[str, str], QuestionsLine] = {}
     if not journal.exists():
         return JournalContents(statuses, parts)
     for number, _, line in _lines(journal):
@@ -358,13 +430,19 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
             if line.startswith(_TRAFFIC):
                 traffic = _TrafficLine.model_validate_json(line).traffic
                 parts[traffic.part] = traffic  # a part's later line holds all its earlier ones
+            elif line.startswith(_QUESTIONS):
+                shared = _QuestionsLineWrapper.model_validate_json(line).questions
+                # The first set recorded is the one the run's items were asked.
+                questions.setdefault((shared.judge, shared.key), shared)
             else:
                 record = ItemRecord.model_validate_json(line)
                 statuses[record.item_id] = record.status
         except ValidationError as error:
             damage.note(journal, number, error)
     damage.summarize(journal)
-    return JournalContents(statuses, parts, tuple(sorted(damage.lines)))
+    return JournalContents(
+        statuses, parts, tuple(sorted(damage.lines)), tuple(questions.values())
+    )
 
 
 def _lock(file: TextIO) -> None:
@@ -402,7 +480,7 @@ def _latest_entries(journal: Path, damage: _Damage) -> dict[str, tuple[int, int,
     entry. Lines are read by their head where it is whole (see ``_latest_records``)."""
     latest: dict[str, tuple[int, int, int]] = {}
     for number, offset, line in _lines(journal):
-        if line.startswith(_TRAFFIC):
+        if line.startswith(_SIDE_LINES):
             continue
         head = _HEAD.match(line)
         if head is not None and head[3] in (b"scored", b"unscorable", b"error"):

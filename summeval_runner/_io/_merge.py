@@ -19,7 +19,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._journal import JOURNAL, RunWriter, journal_records, journaled_ids
+from summeval_runner._io._journal import (
+    JOURNAL,
+    RunWriter,
+    journal_records,
+    journaled_ids,
+    journaled_questions,
+)
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
     CacheUse,
@@ -204,6 +210,10 @@ def merge_runs(
         writer = RunWriter(building)
         try:
             for run in runs:
+                # Each shard's question sets (the first of each source is kept): shards that
+                # shared a response cache asked the same ones.
+                for questions in journaled_questions(run.path):
+                    writer.write_questions(questions)
                 for record in journal_records(run.path / JOURNAL):
                     writer.write(record)
             compacted = writer.compact(run_id=run_id, variant=runs[0].manifest.variant)

@@ -98,11 +98,27 @@ AGGREGATES_SCHEMA = pa.schema(
         pa.field("ci95_high", pa.float64()),
     ]
 )
+# One row per question of each source's shared question set (questions="per_source"): the
+# questions every item of that source was asked.
+QUESTIONS_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("judge", pa.string(), nullable=False),
+        pa.field("prompt_version", pa.string(), nullable=False),
+        pa.field("source_sha256", pa.string(), nullable=False),
+        pa.field("max_questions", pa.int32(), nullable=False),
+        pa.field("origin", pa.string(), nullable=False),
+        pa.field("position", pa.int32(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+    ]
+)
 TABLES: Mapping[str, pa.Schema] = {
     "items": ITEMS_SCHEMA,
     "alignment": ALIGNMENT_SCHEMA,
     "coverage": COVERAGE_SCHEMA,
     "aggregates": AGGREGATES_SCHEMA,
+    "questions": QUESTIONS_SCHEMA,
 }
 
 

@@ -49,6 +49,13 @@ class PreprocessStepResult(_Value):
     questions: tuple[StrictStr, ...]
 
 
+class ClaimsReply(_Value):
+    """What a judge replies to a preprocess call that asks for claims only: the questions of the
+    source were drawn once already (``questions="per_source"``), by an earlier call."""
+
+    alignment: tuple[ClaimVerdict, ...]
+
+
 class AnalyzeStepResult(_Value):
     """What the analyze step returns: one verdict per question, in the questions' order."""
 
@@ -76,17 +83,28 @@ class ReasonStepResult(_Value):
     reason: StrictStr
 
 
-# The reply each step asks the judge for (its JSON schema and validation).
-STEP_OUTPUTS: Mapping[Step, type[_Value]] = {
-    "preprocess": PreprocessStepResult,
-    "analyze": AnalyzeReply,
-    "reason": ReasonStepResult,
+# The reply each request asks the judge for, by the request's schema name (its JSON schema and
+# its validation). A preprocess request asks for claims and questions, or for claims only when
+# the source's questions were drawn already.
+REPLY_MODELS: Mapping[str, type[_Value]] = {
+    "summarization_preprocess": PreprocessStepResult,
+    "summarization_claims": ClaimsReply,
+    "summarization_analyze": AnalyzeReply,
+    "summarization_reason": ReasonStepResult,
 }
+
+
+def reply_model(request: JudgeRequest) -> type[_Value]:
+    """The model a request's reply must validate against (its ``schema_name``'s)."""
+    return REPLY_MODELS[request.schema_name]
 
 
 @dataclass(frozen=True)
 class PreprocessInput:
-    """What the preprocess step sees: the summary, the source and the question budget."""
+    """What the preprocess step sees: the summary, the source and the question budget.
+
+    ``max_questions`` 0 asks for the summary's claims only: the source's questions were drawn
+    already and are shared (``questions="per_source"``)."""
 
     summary: str
     source: str
@@ -131,7 +149,9 @@ class JudgeRequest:
     """One judge call: the step, its typed payload, its rendered prompt and its output schema.
 
     ``attempt`` counts from 1; a re-ask after a malformed reply carries the previous reply and
-    the validation error at the end of ``messages``.
+    the validation error at the end of ``messages``. ``trial`` numbers the repeated judgments of
+    one item (``RunOptions.trials``, from 0): a judge that samples varies its seed by it, and
+    the response cache keeps each trial's reply apart.
     """
 
     step: Step
@@ -141,6 +161,7 @@ class JudgeRequest:
     json_schema: Mapping[str, Any]
     prompt_version: str
     attempt: int = 1
+    trial: int = 0
 
 
 @dataclass(frozen=True)

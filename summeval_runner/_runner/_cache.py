@@ -3,8 +3,10 @@
 A key covers the judge's identity (provider, model, base URL, sampling parameters), the prompt
 version, the step's schema and the exact messages, so a change to any of them is a miss. Only
 replies that pass the step's schema are stored: an error or a malformed reply is never served
-again. The database runs in WAL mode with a busy timeout, so the processes of a multirun (and
-the tasks of one run) read and write it at once.
+again. A second table keeps each source's coverage questions as a judge drew them
+(``questions="per_source"``), so other variants of a sweep and later runs ask the same ones.
+The database runs in WAL mode with a busy timeout, so the processes of a multirun (and the
+tasks of one run) read and write it at once.
 
 The cache never fails a run. A file that is not a cache (not a database, damaged, truncated, or
 a table of another shape) is moved aside to ``<name>.corrupt-<YYYYmmddTHHMMSS>`` with a warning
@@ -38,13 +40,14 @@ except ImportError:  # Windows: no advisory locks
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._judges._protocol import (
-    STEP_OUTPUTS,
     Judge,
     JudgeReply,
     JudgeRequest,
     TokenUsage,
     judge_name,
+    reply_model,
 )
+from summeval_runner._scorers._questions import QuestionKey, QuestionSet
 from summeval_runner._secrets import scrub
 
 logger = logging.getLogger("summeval_runner")
@@ -81,8 +84,12 @@ def cache_identity(judge: Judge) -> Mapping[str, Any] | None:
 
 
 def request_key(identity: Mapping[str, Any], request: JudgeRequest) -> str:
-    """The cache key of one request to one judge: a SHA-256 of every part that decides it."""
-    parts = {
+    """The cache key of one request to one judge: a SHA-256 of every part that decides it.
+
+    A trial after the first (``RunOptions.trials``) is part of the key: each trial's reply is
+    kept apart. The first trial's key is a plain request's, so runs without trials share it.
+    """
+    parts: dict[str, Any] = {
         "key_version": _KEY_VERSION,
         "judge": dict(identity),
         "prompt_version": request.prompt_version,
@@ -91,6 +98,17 @@ def request_key(identity: Mapping[str, Any], request: JudgeRequest) -> str:
         "json_schema": request.json_schema,
         "messages": [[m.role, m.content] for m in request.messages],
     }
+    if request.trial:
+        parts["trial"] = request.trial
+    return _digest(parts)
+
+
+def questions_key(identity: Mapping[str, Any], key: QuestionKey) -> str:
+    """The cache key of a source's question set drawn by one judge."""
+    return _digest({"key_version": _KEY_VERSION, "judge": dict(identity), "questions": key.text})
+
+
+def _digest(parts: Mapping[str, Any]) -> str:
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -184,6 +202,11 @@ class ResponseCache:
                 "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, content TEXT NOT NULL,"
                 " input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,"
                 " judge TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS questions (key TEXT PRIMARY KEY,"
+                " questions TEXT NOT NULL, drawn_with TEXT NOT NULL, judge TEXT NOT NULL,"
+                " created REAL NOT NULL)"
             )
         except sqlite3.Error as error:
             db.close()
@@ -292,6 +315,49 @@ class ResponseCache:
         self.stored += 1
         return True
 
+    def get_questions(self, key: str) -> QuestionSet | None:
+        """A question set stored under ``key``, when the mode reads and the cache holds one."""
+        if self._db is None or not self.reads:
+            return None
+        try:
+            row = self._db.execute(
+                "SELECT questions, drawn_with FROM questions WHERE key = ?", (key,)
+            ).fetchone()
+        except sqlite3.Error as error:
+            self._failed("read", error)
+            return None
+        if row is None:
+            return None
+        try:
+            questions = json.loads(row[0])
+        except ValueError:
+            return None
+        if not isinstance(questions, list) or not all(isinstance(q, str) for q in questions):
+            return None
+        return QuestionSet(tuple(questions), str(row[1]))
+
+    def put_questions(self, key: str, drawn: QuestionSet, judge: str) -> QuestionSet:
+        """Keep a question set unless one is stored under ``key`` already (another process drew
+        it at the same moment); the set stored now, or ``drawn`` when nothing could be."""
+        if self._db is None or not self.writes:
+            return drawn
+        try:
+            self._db.execute(
+                "INSERT OR IGNORE INTO questions (key, questions, drawn_with, judge, created) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    key,
+                    scrub(json.dumps(list(drawn.questions), ensure_ascii=False)),
+                    drawn.drawn_with,
+                    judge,
+                    time.time(),
+                ),
+            )
+        except sqlite3.Error as error:
+            self._failed("written", error)
+            return drawn
+        return (self.get_questions(key) if self.reads else None) or drawn
+
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
             raise ConfigError(f"the judge cache {self.path} is not usable now (see the warning)")
@@ -307,10 +373,11 @@ class ResponseCache:
         return CacheStats(self.path, int(entries), size)
 
     def clear(self) -> int:
-        """Delete every entry; return how many there were."""
+        """Delete every entry (replies and question sets); return how many replies there were."""
         db = self._connection()
         (entries,) = db.execute("SELECT COUNT(*) FROM replies").fetchone()
         db.execute("DELETE FROM replies")
+        db.execute("DELETE FROM questions")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         db.execute("VACUUM")
         return int(entries)
@@ -419,8 +486,23 @@ class CachedJudge:
             await close()
 
 
+class CachedQuestions:
+    """The response cache as one judge's ``QuestionStore``: its question sets, kept across runs."""
+
+    def __init__(self, cache: ResponseCache, identity: Mapping[str, Any], judge: str) -> None:
+        self._cache = cache
+        self._identity = dict(identity)
+        self._judge = judge
+
+    def get(self, key: QuestionKey) -> QuestionSet | None:
+        return self._cache.get_questions(questions_key(self._identity, key))
+
+    def put(self, key: QuestionKey, drawn: QuestionSet) -> QuestionSet:
+        return self._cache.put_questions(questions_key(self._identity, key), drawn, self._judge)
+
+
 def _valid(request: JudgeRequest, reply: JudgeReply) -> bool:
-    output = STEP_OUTPUTS[request.step]
+    output = reply_model(request)
     try:
         if isinstance(reply.content, str):
             output.model_validate_json(reply.content)

@@ -7,7 +7,8 @@ adaptive slow-down on 429s, request timeout, and the outage watch that stops the
 ``JudgeUnreachableError`` when the judge cannot be reached for ``outage_timeout_s``). A judge
 that retries on its own (the OpenAI provider's SDK) is first replaced by a copy that does not
 (``without_retries()``), owned and closed by the run. Scorers that share one judge share one
-set of limits.
+set of limits, and one ``QuestionBank``: a source's coverage questions are drawn once per judge
+and run, kept in the journal (``on_questions``) and, for a cached judge, in the response cache.
 """
 
 from __future__ import annotations
@@ -19,12 +20,19 @@ from summeval_runner._io._manifest import CacheUse, JudgeTraffic
 from summeval_runner._judges._protocol import Judge, judge_name
 from summeval_runner._runner._cache import (
     CachedJudge,
+    CachedQuestions,
     ResponseCache,
     cache_identity,
     default_cache_path,
 )
 from summeval_runner._runner._limits import LimitedJudge
 from summeval_runner._runner._options import RunOptions
+from summeval_runner._scorers._questions import (
+    QuestionBank,
+    QuestionKey,
+    QuestionSet,
+    SharedQuestions,
+)
 
 
 @runtime_checkable
@@ -44,21 +52,53 @@ class JudgeStack:
         self._options = options
         self._limited: dict[int, LimitedJudge] = {}
         self._wrapped: dict[int, Judge] = {}
+        self._banks: dict[int, QuestionBank] = {}
         # Judges this run made (copies without SDK retries): the run closes them.
         self._owned: list[Any] = []
         self.cache: ResponseCache | None = None
         # Hears each request, retry, 429, reply's tokens and cache hit or store as it happens
         # (a recorded run journals them); set before the first request.
         self.on_traffic: Callable[[Mapping[str, int]], None] | None = None
+        # Hears each source's question set as a judge's bank first holds it (the journal).
+        self.on_questions: Callable[[str, SharedQuestions], None] | None = None
 
     def bind(self, scorers: Sequence[Any]) -> list[Any]:
-        """The scorers as this run uses them: each judged scorer with its judge wrapped."""
-        return [
-            scorer.with_judge(self._wrap(scorer.judge))
-            if isinstance(scorer, JudgedScorer)
-            else scorer
-            for scorer in scorers
-        ]
+        """The scorers as this run uses them: each judged scorer with its judge wrapped, and,
+        if it shares questions per source, the judge's question bank."""
+        bound = []
+        for scorer in scorers:
+            if isinstance(scorer, JudgedScorer):
+                key = id(scorer.judge)
+                wrapped = self._wrap(scorer.judge)
+                scorer = scorer.with_judge(wrapped)
+                with_bank = getattr(scorer, "with_question_bank", None)
+                if callable(with_bank):
+                    scorer = with_bank(self._bank(key, wrapped))
+            bound.append(scorer)
+        return bound
+
+    def _bank(self, key: int, wrapped: Judge) -> QuestionBank:
+        if key not in self._banks:
+            name = judge_name(wrapped)
+            identity = cache_identity(self._limited[key].judge)
+            store = None
+            if self.cache is not None and identity is not None:
+                store = CachedQuestions(self.cache, identity, name)
+
+            def shared(questions: SharedQuestions) -> None:
+                if self.on_questions is not None:
+                    self.on_questions(name, questions)
+
+            self._banks[key] = QuestionBank(store=store, on_shared=shared)
+        return self._banks[key]
+
+    def seed_questions(self, recorded: Mapping[str, Mapping[QuestionKey, QuestionSet]]) -> None:
+        """Give each judge's bank the question sets an earlier part of the run recorded (judge
+        name -> key -> questions): a resumed run asks its items the same questions."""
+        for key, bank in self._banks.items():
+            sets = recorded.get(judge_name(self._wrapped[key]))
+            if sets:
+                bank.seed(sets)
 
     def _wrap(self, judge: Judge) -> Judge:
         key = id(judge)

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from summeval_runner._errors import ConfigError, InputError, RunRecordError
-from summeval_runner._io._journal import JOURNAL, JournalContents, PartTraffic, RunWriter
+from summeval_runner._io._journal import (
+    JOURNAL,
+    JournalContents,
+    PartTraffic,
+    QuestionsLine,
+    RunWriter,
+)
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
     DatasetInfo,
@@ -47,6 +53,7 @@ from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._outcome import ItemResult, RunCounts
 from summeval_runner._scorers._prompts import PROMPT_VERSION
+from summeval_runner._scorers._questions import QuestionKey, QuestionSet, SharedQuestions
 from summeval_runner._secrets import redact
 
 logger = logging.getLogger("summeval_runner")
@@ -81,6 +88,7 @@ class RunRecorder:
         kept: frozenset[str],
         earlier: PartTraffic,
         options: RunOptions,
+        questions: tuple[QuestionsLine, ...] = (),
     ) -> None:
         self.run_dir = run_dir
         self._options = options
@@ -93,6 +101,13 @@ class RunRecorder:
         # This part's traffic so far (each process that writes the journal is one part).
         self._part = PartTraffic(part=uuid.uuid4().hex[:12])
         self._traffic_unwritten = False
+        self._questions_unwritten = False
+        # The question sets an earlier part of the run recorded: judge -> key -> questions.
+        self.recorded_questions: dict[str, dict[QuestionKey, QuestionSet]] = {}
+        for line in questions:
+            key = QuestionKey(line.source_sha256, line.max_questions, line.prompt_version)
+            held = QuestionSet(line.questions, line.drawn_with)
+            self.recorded_questions.setdefault(line.judge, {})[key] = held
         self._clock = time.perf_counter()
         self._noted = self._clock
         self._cpu_clock = time.process_time()
@@ -169,12 +184,40 @@ class RunRecorder:
             writer.close()
             raise
         earlier = _earlier_traffic(contents, previous)
-        return cls(run_dir, writer, manifest, kept, earlier, plan.options)
+        return cls(run_dir, writer, manifest, kept, earlier, plan.options, contents.questions)
 
     def write(self, result: ItemResult, position: int) -> None:
         self._writer.write(ItemRecord.of(result, position))
         if time.perf_counter() - self._noted >= _ELAPSED_EVERY_S:
             self.count_traffic({})
+
+    def write_questions(self, judge: str, shared: SharedQuestions) -> None:
+        """Journal a source's question set as the run first holds it, so that a resumed run
+        asks the source's remaining items the same questions. Never raises: a line that cannot
+        be written (a full disk) is warned about once; the item writes that fail the same way
+        stop the run, and a cached judge's sets are in the response cache as well."""
+        key = shared.key
+        line = QuestionsLine(
+            key=key.text,
+            judge=judge,
+            source_sha256=key.source_sha256,
+            max_questions=key.max_questions,
+            prompt_version=key.prompt_version,
+            origin=shared.origin,
+            questions=shared.questions.questions,
+            drawn_with=shared.questions.drawn_with,
+        )
+        try:
+            self._writer.write_questions(line)
+        except (OSError, ValueError) as error:
+            if not self._questions_unwritten:
+                self._questions_unwritten = True
+                logger.warning(
+                    "%s: a source's coverage questions could not be journaled (%s); a resume "
+                    "may draw them again",
+                    self._writer.journal_path,
+                    error,
+                )
 
     def count_traffic(self, counts: Mapping[str, int]) -> None:
         """Add ``counts`` (``requests``, ``retries``, ``throttled_429``, ``input_tokens``,

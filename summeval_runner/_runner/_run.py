@@ -189,6 +189,8 @@ async def run_evals(
             )
             recorder = RunRecorder.open(Path(output_dir), resume=resume, plan=plan)
             judges.on_traffic = recorder.count_traffic
+            judges.on_questions = recorder.write_questions
+            judges.seed_questions(recorder.recorded_questions)
         kept = recorder.kept if recorder is not None else frozenset()
         to_do = None if items.selected is None else items.selected - len(kept)
         batch = Batch(

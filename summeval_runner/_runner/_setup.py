@@ -47,7 +47,7 @@ def describe_setup(
             model[each.id] = identify() if callable(identify) else {"type": _name(judge)}
         settings: dict[str, Any] = {"type": _name(each)}
         options = getattr(each, "options", None)
-        for key in ("max_questions", "scale", "max_reasks", "source"):
+        for key in ("max_questions", "scale", "max_reasks", "source", "questions"):
             if hasattr(options, key):
                 settings[key] = getattr(options, key)
         extractor = getattr(options, "source_extractor", None)

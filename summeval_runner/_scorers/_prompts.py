@@ -19,7 +19,7 @@ from summeval_runner._judges._protocol import (
     ReasonInput,
 )
 
-PROMPT_VERSION = "summarization-2026-11-30b"
+PROMPT_VERSION = "summarization-2026-12-02"
 
 # Every word here is sent, and paid for, on every request of every evaluation: the rules are
 # stated once and plainly. The reply's shape is not repeated here: it travels as the request's
@@ -34,6 +34,15 @@ Task 2, questions: ignoring the summary, ask closed questions about the SOURCE's
 facts, most important first, at most the number asked for; each answerable "yes" from the \
 source alone, readable on its own and at most 12 words ("Did the council approve a 48 million \
 euro budget?")."""
+
+# The preprocess call of an item whose source's questions were drawn already (shared per source):
+# task 1 alone, word for word, so that its claims are judged as the first item's were.
+PREPROCESS_CLAIMS_SYSTEM = """\
+Check a SUMMARY against its SOURCE.
+Split the SUMMARY into atomic claims (one fact each, in its own words). \
+supported: true only if the SOURCE states it or it follows directly; a number, name, date or \
+negation that differs from the source is unsupported. reason: one short sentence naming the \
+deciding words."""
 
 ANALYZE_SYSTEM = """\
 Answer each numbered question in QUESTIONS from the SUMMARY alone. answered: true only if the \
@@ -54,11 +63,14 @@ REASK_INSTRUCTION = (
 
 
 def preprocess_messages(payload: PreprocessInput) -> tuple[PromptMessage, ...]:
-    user = (
+    """Claims and questions; claims only when ``max_questions`` is 0 (questions shared)."""
+    texts = (
         f"SOURCE:\n<source>\n{payload.source}\n</source>\n\n"
-        f"SUMMARY:\n<summary>\n{payload.summary}\n</summary>\n\n"
-        f"Write at most {payload.max_questions} questions."
+        f"SUMMARY:\n<summary>\n{payload.summary}\n</summary>"
     )
+    if payload.max_questions == 0:
+        return (PromptMessage("system", PREPROCESS_CLAIMS_SYSTEM), PromptMessage("user", texts))
+    user = f"{texts}\n\nWrite at most {payload.max_questions} questions."
     return (PromptMessage("system", PREPROCESS_SYSTEM), PromptMessage("user", user))
 
 

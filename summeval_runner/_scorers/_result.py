@@ -145,7 +145,8 @@ class SummarizationResult(_Frozen):
     judge call) or ``"error"`` (``score`` is ``None`` and ``error`` says why; never a 0 that could
     be averaged in). ``alignment_score`` and ``coverage_score`` are derived from the verdicts.
     ``source`` and ``summary`` are the texts that were judged, as the scorer read them from the
-    input and the output.
+    input and the output. ``questions_shared`` says the questions were drawn by another
+    evaluation of the same source (``questions="per_source"``), not by this one's preprocess call.
 
     >>> result = SummarizationResult(status="unscorable", score=0.0, reason="The summary is empty.",
     ...                              max_questions=10, scale=1.0, judge="offline",
@@ -167,6 +168,7 @@ class SummarizationResult(_Frozen):
     prompt_version: str
     source: str | None = None
     summary: str | None = None
+    questions_shared: bool = False
 
     @property
     def asked_questions(self) -> tuple[str, ...]:

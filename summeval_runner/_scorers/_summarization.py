@@ -8,7 +8,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,11 +21,12 @@ from summeval_runner._errors import (
     JudgeUnavailableError,
 )
 from summeval_runner._judges._protocol import (
-    STEP_OUTPUTS,
+    REPLY_MODELS,
     AnalyzeInput,
     AnalyzeReply,
     AnalyzeStepResult,
     AsyncClosing,
+    ClaimsReply,
     Judge,
     JudgeRequest,
     PreprocessInput,
@@ -48,6 +49,14 @@ from summeval_runner._scorers._prompts import (
     reask_messages,
     reason_messages,
 )
+from summeval_runner._scorers._questions import (
+    QUESTIONS_MODES,
+    QuestionBank,
+    QuestionKey,
+    QuestionsMode,
+    drawer_fingerprint,
+    source_fingerprint,
+)
 from summeval_runner._scorers._result import (
     EVALUATION_PROGRESS,
     SUMMARIZATION_SCORER_ID,
@@ -67,7 +76,7 @@ SourceExtractor = Callable[[Any, Any], str]
 _Output = TypeVar("_Output", bound=BaseModel)
 # Enough of a bad reply to see what went wrong, not enough to bloat a results table.
 _RAW_REPLY_LIMIT = 2000
-_SCHEMAS = {step: strict_json_schema(model) for step, model in STEP_OUTPUTS.items()}
+_SCHEMAS = {name: strict_json_schema(model) for name, model in REPLY_MODELS.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +85,10 @@ class SummarizationMetricOptions:
 
     ``source_extractor(input, output)`` takes precedence over ``source``, which takes precedence
     over the first user message of the input. ``max_reasks`` bounds how often a malformed judge
-    reply is asked again, per step.
+    reply is asked again, per step. ``questions`` is ``"per_source"`` (the coverage questions of
+    a source are drawn once, by its first evaluation, and every evaluation of that source is
+    asked the same ones) or ``"per_item"`` (each evaluation draws its own, with its summary in
+    view).
     """
 
     source: str | None = None
@@ -84,10 +96,15 @@ class SummarizationMetricOptions:
     max_questions: int = 10
     scale: float = 1.0
     max_reasks: int = 2
+    questions: QuestionsMode = "per_source"
 
     def __post_init__(self) -> None:
         _require_count("max_questions", self.max_questions, minimum=1)
         _require_count("max_reasks", self.max_reasks, minimum=0)
+        if self.questions not in get_args(QuestionsMode):
+            raise ConfigError(
+                f"questions must be one of {', '.join(QUESTIONS_MODES)}, got {self.questions!r}"
+            )
         scale: object = self.scale
         if isinstance(scale, bool) or not isinstance(scale, int | float):
             raise ConfigError(f"scale must be a number > 0, got {scale!r} ({type(scale).__name__})")
@@ -163,6 +180,12 @@ class SummarizationScorer(AsyncClosing):
 
     judge: Judge
     options: SummarizationMetricOptions
+    # Where a source's questions are drawn once and shared (questions="per_source"); the runner
+    # gives each run's scorers a bank backed by its journal and the response cache.
+    question_bank: QuestionBank = field(default_factory=QuestionBank, compare=False, repr=False)
+    # Which repeated judgment of an item this scorer makes (RunOptions.trials; from 0): its
+    # requests carry it, so a sampling judge varies its seed and the cache keeps trials apart.
+    trial: int = 0
 
     id: ClassVar[str] = SUMMARIZATION_SCORER_ID
     name: ClassVar[str] = "Summarization"
@@ -175,6 +198,14 @@ class SummarizationScorer(AsyncClosing):
     def with_judge(self, judge: Judge) -> SummarizationScorer:
         """The same scorer with another judge (the runner wraps judges in its limits)."""
         return replace(self, judge=judge)
+
+    def with_question_bank(self, bank: QuestionBank) -> SummarizationScorer:
+        """The same scorer drawing and sharing questions through ``bank`` (a run's)."""
+        return replace(self, question_bank=bank)
+
+    def with_trial(self, trial: int) -> SummarizationScorer:
+        """The same scorer making trial ``trial`` of a repeated judgment (from 0)."""
+        return replace(self, trial=trial)
 
     async def aclose(self) -> None:
         """Close the judge's connections opened from the running event loop, if it holds any.
@@ -223,12 +254,9 @@ class SummarizationScorer(AsyncClosing):
         meter = _Meter()
         preprocess: PreprocessStepResult | None = None
         analyze: AnalyzeStepResult | None = None
+        shared = False
         try:
-            preprocess = await self._ask(
-                PreprocessInput(summary, source, self.options.max_questions),
-                PreprocessStepResult,
-                meter,
-            )
+            preprocess, shared = await self._preprocess(summary, source, meter)
             asked = asked_questions(preprocess.questions, self.options.max_questions)
             answers = await self._ask(AnalyzeInput(summary, asked), AnalyzeReply, meter)
             analyze = AnalyzeStepResult(
@@ -275,6 +303,7 @@ class SummarizationScorer(AsyncClosing):
                 usage=meter.frozen(),
                 preprocess=preprocess,
                 analyze=analyze,
+                questions_shared=shared,
                 error=ErrorInfo(
                     type=type(error).__name__,
                     message=str(error),
@@ -292,7 +321,43 @@ class SummarizationScorer(AsyncClosing):
             usage=meter.frozen(),
             preprocess=preprocess,
             analyze=analyze,
+            questions_shared=shared,
         )
+
+    async def _preprocess(
+        self, summary: str, source: str, meter: _Meter
+    ) -> tuple[PreprocessStepResult, bool]:
+        """The preprocess step: the summary's claims, and the questions coverage is measured on;
+        and whether those were shared (drawn by another evaluation of the same source).
+
+        ``per_item``: one call for claims and questions. ``per_source``: the bank's questions
+        for this source when it holds them (the call asks for claims only), else this
+        evaluation draws them (claims and questions) and publishes them for the others.
+        """
+        max_questions = self.options.max_questions
+        if self.options.questions == "per_item":
+            drawn = PreprocessInput(summary, source, max_questions)
+            return await self._ask(drawn, PreprocessStepResult, meter), False
+        bank = self.question_bank
+        key = QuestionKey(source_fingerprint(source), max_questions, PROMPT_VERSION)
+        drawer = drawer_fingerprint(summary, self.trial)
+        claim = await bank.claim(key, drawer)
+        if not claim.draw and claim.questions is not None:
+            claims = await self._ask(PreprocessInput(summary, source, 0), ClaimsReply, meter)
+            return PreprocessStepResult(alignment=claims.alignment, questions=claim.questions), True
+        try:
+            drawn = PreprocessInput(summary, source, max_questions)
+            result = await self._ask(drawn, PreprocessStepResult, meter)
+        except BaseException:
+            bank.release(key)
+            raise
+        asked = asked_questions(result.questions, max_questions)
+        published = bank.publish(key, asked, drawer)
+        if published != asked:
+            # The set was drawn before, or by another process at the same moment: every item
+            # of the source is asked that one, this one included.
+            return PreprocessStepResult(alignment=result.alignment, questions=published), True
+        return result, False
 
     def run_sync(self, *, input: Any, output: Any) -> SummarizationResult:
         """``run`` for synchronous callers; not for use inside a running event loop.
@@ -311,13 +376,16 @@ class SummarizationScorer(AsyncClosing):
     async def _ask(self, payload: StepInput, output_type: type[_Output], meter: _Meter) -> _Output:
         """One step: call the judge, validate the reply, re-ask a bounded number of times."""
         step, messages = _render(payload)
+        claims_only = isinstance(payload, PreprocessInput) and payload.max_questions == 0
+        schema_name = "summarization_claims" if claims_only else f"summarization_{step}"
         request = JudgeRequest(
             step=step,
             payload=payload,
             messages=messages,
-            schema_name=f"summarization_{step}",
-            json_schema=_SCHEMAS[step],
+            schema_name=schema_name,
+            json_schema=_SCHEMAS[schema_name],
             prompt_version=PROMPT_VERSION,
+            trial=self.trial,
         )
         attempts = self.options.max_reasks + 1
         progress = EVALUATION_PROGRESS.get()
@@ -380,6 +448,7 @@ class SummarizationScorer(AsyncClosing):
         preprocess: PreprocessStepResult | None = None,
         analyze: AnalyzeStepResult | None = None,
         error: ErrorInfo | None = None,
+        questions_shared: bool = False,
     ) -> SummarizationResult:
         return SummarizationResult(
             status=status,
@@ -395,6 +464,7 @@ class SummarizationScorer(AsyncClosing):
             prompt_version=PROMPT_VERSION,
             source=source,
             summary=summary,
+            questions_shared=questions_shared,
         )
 
 

@@ -1,0 +1,187 @@
+"""Coverage questions drawn once per source, shared by every item with that source.
+
+With ``questions="per_source"`` the summarization scorer asks a ``QuestionBank`` for a source's
+questions before its preprocess call. The first evaluation of a source gets none and draws them
+(its preprocess call asks for claims and questions) and publishes what it drew; every other
+evaluation of that source, in flight at the same time or later, waits for them and asks for
+claims only. An evaluation that fails before it publishes (a judge error) gives its turn to the
+next one waiting, so a source never goes without questions because one item failed.
+
+Each set remembers which evaluation drew it (``drawn_with``: a fingerprint of the summary and
+the trial). When that same evaluation comes again (a rerun, a resumed item), it repeats its own
+preprocess call, which the response cache answers, rather than a claims-only call the cache has
+never seen: a rerun of a finished run still makes no judge call.
+
+A bank is an object passed to the scorer, not state of the scorer: ``run_evals`` gives the
+scorers of a run one bank per judge, backed by the run's journal (a resumed run keeps the
+questions it drew) and by the response cache (other variants of a sweep and later nights ask
+the same questions), through a ``QuestionStore``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+QuestionsMode = Literal["per_source", "per_item"]
+QUESTIONS_MODES: tuple[QuestionsMode, ...] = ("per_source", "per_item")
+QuestionOrigin = Literal["drawn", "stored", "recorded"]
+
+
+def source_fingerprint(source: str) -> str:
+    """The SHA-256 of a source's text (UTF-8): what a shared question set is kept under."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def drawer_fingerprint(summary: str, trial: int) -> str:
+    """Which evaluation of a source drew its questions: its summary and trial, hashed."""
+    return hashlib.sha256(f"{trial}\n{summary}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class QuestionKey:
+    """What a question set is shared under: the source's text, the question budget and the
+    prompts that drew it (the judge is the bank's own: a run keeps one bank per judge)."""
+
+    source_sha256: str
+    max_questions: int
+    prompt_version: str
+
+    @property
+    def text(self) -> str:
+        """The key as one string (a journal line's, a cache row's)."""
+        return f"{self.prompt_version}:{self.max_questions}:{self.source_sha256}"
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """A source's questions, and the evaluation that drew them (``drawer_fingerprint``)."""
+
+    questions: tuple[str, ...]
+    drawn_with: str
+
+
+@dataclass(frozen=True)
+class SharedQuestions:
+    """A source's question set as a bank first holds it: where it came from (``drawn`` by an
+    evaluation of this bank, ``stored`` by an earlier run in the response cache)."""
+
+    key: QuestionKey
+    questions: QuestionSet
+    origin: QuestionOrigin
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a bank answers an evaluation: the source's questions, or ``None`` (draw them); and
+    whether to draw anyway, being the evaluation that drew the set (its own call is cached)."""
+
+    questions: tuple[str, ...] | None
+    draw: bool
+
+
+class QuestionStore(Protocol):
+    """Where question sets outlive a run: the response cache, for one judge."""
+
+    def get(self, key: QuestionKey) -> QuestionSet | None: ...
+
+    def put(self, key: QuestionKey, drawn: QuestionSet) -> QuestionSet:
+        """Keep ``drawn`` unless the store holds a set for ``key`` already (another process
+        drew it at the same moment); return the set the store holds now."""
+        ...
+
+
+class QuestionBank:
+    """The question sets of one judge's evaluations: each source's drawn once, then shared.
+
+    ``known`` seeds it (the sets a resumed run recorded); ``store`` keeps sets across runs;
+    ``on_shared`` hears of each set the first time this bank holds it (a run journals it).
+    """
+
+    def __init__(
+        self,
+        *,
+        known: Mapping[QuestionKey, QuestionSet] | None = None,
+        store: QuestionStore | None = None,
+        on_shared: Callable[[SharedQuestions], None] | None = None,
+    ) -> None:
+        self._known: dict[QuestionKey, QuestionSet] = dict(known or {})
+        self._store = store
+        self._on_shared = on_shared
+        # Sources being drawn now: set when the drawing evaluation publishes or gives up.
+        self._drawing: dict[QuestionKey, asyncio.Future[None]] = {}
+        self.drawn = 0
+        self.shared = 0
+
+    def seed(self, sets: Mapping[QuestionKey, QuestionSet]) -> None:
+        """Hold these sets (an earlier part of the run recorded them), without hearing of them."""
+        self._known.update(sets)
+
+    def known(self) -> Mapping[QuestionKey, QuestionSet]:
+        """Every set this bank holds now."""
+        return dict(self._known)
+
+    def peek(self, key: QuestionKey) -> QuestionSet | None:
+        """The set for ``key`` if the bank or its store holds one; never waits, draws nothing."""
+        found = self._known.get(key)
+        if found is None and self._store is not None:
+            found = self._store.get(key)
+        return found
+
+    async def claim(self, key: QuestionKey, drawer: str) -> Claim:
+        """The questions of ``key``'s source, waiting while another evaluation draws them; or
+        none, and the caller (``drawer``: its ``drawer_fingerprint``) draws them and must then
+        ``publish`` them or ``release`` the key. The evaluation that drew a set is told to draw
+        again (its call is the cached one) and its ``publish`` returns the same set."""
+        while True:
+            found = self._known.get(key)
+            if found is None and self._store is not None:
+                found = self._store.get(key)
+                if found is not None:
+                    self._remember(key, found, "stored")
+            if found is not None:
+                again = found.drawn_with == drawer
+                self.shared += not again
+                return Claim(found.questions, draw=again)
+            pending = self._drawing.get(key)
+            if pending is None:
+                self._drawing[key] = asyncio.get_running_loop().create_future()
+                return Claim(None, draw=True)
+            # asyncio.wait, not await: a waiter that is cancelled must not cancel the draw.
+            await asyncio.wait([pending])
+
+    def publish(self, key: QuestionKey, questions: tuple[str, ...], drawer: str) -> tuple[str, ...]:
+        """The set drawn for ``key``, or the one the bank or the store already held (drawn
+        before, or elsewhere at the same moment): the set every evaluation of the source is
+        asked. An empty set is not shared (a judge that wrote no question would leave every
+        item of the source without coverage): the next evaluation draws again."""
+        held = self._known.get(key)
+        if held is not None:
+            self._done(key)
+            return held.questions
+        if not questions:
+            self.release(key)
+            return questions
+        drawn = QuestionSet(questions, drawer)
+        shared = self._store.put(key, drawn) if self._store is not None else drawn
+        self._remember(key, shared, "drawn" if shared == drawn else "stored")
+        self.drawn += shared == drawn
+        self._done(key)
+        return shared.questions
+
+    def release(self, key: QuestionKey) -> None:
+        """The drawing evaluation failed: the next one waiting draws instead."""
+        self._done(key)
+
+    def _done(self, key: QuestionKey) -> None:
+        pending = self._drawing.pop(key, None)
+        if pending is not None and not pending.done():
+            pending.set_result(None)
+
+    def _remember(self, key: QuestionKey, found: QuestionSet, origin: QuestionOrigin) -> None:
+        self._known[key] = found
+        if self._on_shared is not None:
+            self._on_shared(SharedQuestions(key, found, origin))
