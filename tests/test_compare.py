@@ -75,6 +75,7 @@ def make_run(
             "variant": variant,
             "item_id": item_id,
             "scorer_id": "summarization-scorer",
+            "trial": 0,
             "status": status,
             "reason": f"reason for {item_id}",
             "summary": (summaries or {}).get(item_id, f"summary of {item_id}"),

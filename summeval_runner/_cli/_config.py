@@ -76,6 +76,7 @@ class RunnerConfig:
     progress: bool = True
     max_error_rate: float = _RUN.max_error_rate
     variant: str | None = _RUN.variant
+    trials: int = _RUN.trials
 
 
 @dataclass

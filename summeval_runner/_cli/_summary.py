@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from summeval_runner._io._manifest import Manifest
+from summeval_runner._io._manifest import JudgeNoise, Manifest
 from summeval_runner._scorers._outcome import RunCounts
 
 
@@ -50,3 +50,22 @@ def print_summary(run_dir: Path, manifest: Manifest) -> None:
             else ""
         )
         print(f"{row['scorer_id']:<22} {row['metric']:<10} {row['n']:>5} {mean:>7}  {ci:<17}")
+    noise = manifest.judge_noise
+    if noise is not None:
+        print(judge_noise_line(noise))
+
+
+def judge_noise_line(noise: JudgeNoise) -> str:
+    """How much the judge disagreed with itself over the trials of each item."""
+    std = "n/a" if noise.score_std_mean is None else f"{noise.score_std_mean:.3f}"
+    top = "" if noise.score_std_max is None else f" (at most {noise.score_std_max:.3f})"
+
+    def share(changed: int, compared: int) -> str:
+        return f"{changed} of {compared}" + (f" ({changed / compared:.1%})" if compared else "")
+
+    return (
+        f"judge noise over {noise.trials} trials: score std {std} per item{top} over "
+        f"{noise.items} items; verdicts that changed between trials: claims "
+        f"{share(noise.claims_changed, noise.claims_compared)}, questions "
+        f"{share(noise.questions_changed, noise.questions_compared)}"
+    )

@@ -32,7 +32,7 @@ import pandas as pd
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
-from summeval_runner._io._tables import ITEMS_SCHEMA
+from summeval_runner._io._tables import ITEMS_SCHEMA, one_row_per_item
 from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
@@ -119,7 +119,9 @@ def load_run(path: Path | str, *, items_required: bool = True) -> Run:
         if items_path.exists()
         else ITEMS_SCHEMA.empty_table().to_pandas()
     )
-    items = items[items["scorer_id"] == SUMMARIZATION_SCORER_ID].set_index("item_id", drop=False)
+    # An item judged in several trials is compared by its mean over them.
+    items = one_row_per_item(items[items["scorer_id"] == SUMMARIZATION_SCORER_ID])
+    items = items.set_index("item_id", drop=False)
     return Run(
         path=path,
         run_id=manifest.run_id,

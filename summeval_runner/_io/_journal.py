@@ -44,6 +44,7 @@ except ImportError:  # Windows: no advisory locks; one writer per run directory 
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._manifest import CacheUse, JudgeTraffic
+from summeval_runner._io._noise import NoiseTally
 from summeval_runner._io._rows import ItemRecord, rows_of
 from summeval_runner._io._tables import AGGREGATES_SCHEMA, QUESTIONS_SCHEMA, TABLES, Summary
 from summeval_runner._scorers._outcome import RunCounts
@@ -294,6 +295,7 @@ class RunWriter:
             for name in ("items", "alignment", "coverage")
         }
         summary = Summary()
+        noise = NoiseTally()
         statuses: list[Status] = []
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in writers}
 
@@ -307,11 +309,11 @@ class RunWriter:
             records = _latest_records(self.journal_path, self._damage)
             for count, record in enumerate(records, 1):
                 statuses.append(record.status)
+                noise.add(record)
                 for name, table in rows_of(record, run_id=run_id, variant=variant).items():
                     rows[name] += table
                     if name == "items":
-                        for row in table:
-                            summary.add(row)
+                        summary.add_item(table)
                 if count % _COMPACT_BATCH == 0:
                     flush()
             flush()
@@ -331,7 +333,7 @@ class RunWriter:
         )
         for path in paths.values():
             os.replace(_partial(path), path)
-        return Compacted(tables=paths, counts=RunCounts.of(statuses))
+        return Compacted(tables=paths, counts=RunCounts.of(statuses), noise=noise)
 
 
 def _questions_rows(
@@ -357,10 +359,12 @@ def _questions_rows(
 
 @dataclass(frozen=True)
 class Compacted:
-    """A compacted run: its tables (name -> path), and its items' counts (each item once)."""
+    """A compacted run: its tables (name -> path), its items' counts (each item once), and how
+    the judge's trials of its items disagreed."""
 
     tables: dict[str, Path]
     counts: RunCounts
+    noise: NoiseTally
 
 
 @contextlib.contextmanager

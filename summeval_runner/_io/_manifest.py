@@ -154,6 +154,36 @@ class TokenTotals(_Part):
     output: int = 0
 
 
+class JudgeNoise(_Part):
+    """How much the judge disagreed with itself over an item's repeated judgments
+    (``RunOptions.trials``), for the summarization scorer.
+
+    ``items``: items with two or more scored trials. ``score_std_mean`` and ``score_std_max``:
+    the mean and the largest, over those items, of the sample standard deviation of an item's
+    scores across its trials. ``claims_compared``: claims (matched by their text within an
+    item) judged in two or more trials, and ``claims_changed`` those whose verdict was not the
+    same in all of them; ``questions_compared`` and ``questions_changed`` likewise for the
+    coverage questions (matched by text; shared questions are the same text in every trial).
+    """
+
+    trials: int
+    items: int = 0
+    score_std_mean: float | None = None
+    score_std_max: float | None = None
+    claims_compared: int = 0
+    claims_changed: int = 0
+    questions_compared: int = 0
+    questions_changed: int = 0
+
+    @property
+    def claims_changed_share(self) -> float | None:
+        return self.claims_changed / self.claims_compared if self.claims_compared else None
+
+    @property
+    def questions_changed_share(self) -> float | None:
+        return self.questions_changed / self.questions_compared if self.questions_compared else None
+
+
 class Resources(_Part):
     """What this part of the run cost the machine (a resumed run's earlier parts excluded)."""
 
@@ -220,6 +250,8 @@ class Manifest(_Part):
     means: dict[str, float | None] = {}
     judge: JudgeTraffic | None = None
     tokens: TokenTotals | None = None
+    # With RunOptions.trials > 1: how much the judge's repeated judgments of an item disagreed.
+    judge_noise: JudgeNoise | None = None
     resources: Resources | None = None
     tables: dict[str, str] = {}
     merged_at: Timestamp | None = None

@@ -29,6 +29,7 @@ from summeval_runner._io._journal import (
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
     CacheUse,
+    JudgeNoise,
     JudgeTraffic,
     Manifest,
     MergedShard,
@@ -221,6 +222,7 @@ def merge_runs(
             writer.close()
         tables = compacted.tables
         totals = compacted.counts
+        noise = compacted.noise.result(compacted.noise.trials)
         dataset = runs[0].manifest.dataset
         expected = (dataset.items if dataset else None) or 0
         merged = MergedRun(
@@ -233,7 +235,7 @@ def merge_runs(
             missing_items=max(expected - totals.total, 0),
             tables={name: out / path.name for name, path in tables.items()},
         )
-        _write_manifest(building, runs, merged, unfinished)
+        _write_manifest(building, runs, merged, unfinished, noise)
         if out.exists():
             out.rmdir()  # checked empty above
         os.replace(building, out)
@@ -248,7 +250,11 @@ def _sum(runs: list[ShardRun], count: str) -> int:
 
 
 def _write_manifest(
-    building: Path, runs: list[ShardRun], merged: MergedRun, unfinished: int
+    building: Path,
+    runs: list[ShardRun],
+    merged: MergedRun,
+    unfinished: int,
+    noise: JudgeNoise | None,
 ) -> None:
     first = runs[0].manifest
     config = dict(first.config)
@@ -289,6 +295,7 @@ def _write_manifest(
         unfinished=merged.missing_items,
         hook_errors=sum(run.manifest.hook_errors for run in runs),
         means=score_means(building / merged.tables["aggregates"].name),
+        judge_noise=noise,
         judge=JudgeTraffic(
             name=first.judge.name if first.judge else None,
             requests=_sum(runs, "requests"),

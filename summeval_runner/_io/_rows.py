@@ -33,9 +33,11 @@ class OtherResult(_Frozen):
 
 
 class ScorerOutcome(_Frozen):
-    """One scorer's outcome for one item: exactly one of the three fields is set."""
+    """One scorer's outcome for one item (in one trial): exactly one of the three fields is
+    set."""
 
     scorer_id: str
+    trial: int = 0
     summarization: SummarizationResult | None = None
     error: ErrorInfo | None = None
     other: OtherResult | None = None
@@ -51,15 +53,16 @@ class ScorerOutcome(_Frozen):
         return self
 
     @classmethod
-    def of(cls, scorer_id: str, result: Any) -> ScorerOutcome:
+    def of(cls, scorer_id: str, result: Any, trial: int = 0) -> ScorerOutcome:
         if isinstance(result, SummarizationResult):
-            return cls(scorer_id=scorer_id, summarization=result)
+            return cls(scorer_id=scorer_id, trial=trial, summarization=result)
         if isinstance(result, ErrorInfo):
-            return cls(scorer_id=scorer_id, error=result)
+            return cls(scorer_id=scorer_id, trial=trial, error=result)
         status = status_of(result)
         reason = getattr(result, "reason", None)
         return cls(
             scorer_id=scorer_id,
+            trial=trial,
             other=OtherResult(
                 status=status,
                 score=number_of(result) if status != "error" else None,
@@ -88,15 +91,16 @@ class ItemRecord(_Frozen):
             metadata=json.dumps(dict(result.metadata), ensure_ascii=False, default=str),
             target_latency_s=result.target_latency_s,
             outcomes=tuple(
-                ScorerOutcome.of(scorer_id, outcome)
-                for scorer_id, outcome in result.results.items()
+                ScorerOutcome.of(scorer_id, outcome, trial)
+                for trial, results in enumerate(result.trials)
+                for scorer_id, outcome in results.items()
             ),
         )
 
 
 def rows_of(record: ItemRecord, *, run_id: str, variant: str) -> dict[str, list[dict[str, Any]]]:
-    """The rows one item adds to each table: a row per scorer in ``items``, a row per claim
-    verdict in ``alignment`` and a row per question asked in ``coverage``."""
+    """The rows one item adds to each table: a row per scorer and trial in ``items``, a row per
+    claim verdict in ``alignment`` and a row per question asked in ``coverage``."""
     rows: dict[str, list[dict[str, Any]]] = {"items": [], "alignment": [], "coverage": []}
     for outcome in record.outcomes:
         keys = {
@@ -104,6 +108,7 @@ def rows_of(record: ItemRecord, *, run_id: str, variant: str) -> dict[str, list[
             "variant": variant,
             "item_id": record.item_id,
             "scorer_id": outcome.scorer_id,
+            "trial": outcome.trial,
         }
         row: dict[str, Any] = dict.fromkeys(ITEMS_SCHEMA.names) | keys
         row |= {"target_latency_s": record.target_latency_s, "metadata": record.metadata}
@@ -163,7 +168,7 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
     return columns
 
 
-def _alignment_rows(result: SummarizationResult, keys: dict[str, str]) -> list[dict[str, Any]]:
+def _alignment_rows(result: SummarizationResult, keys: dict[str, Any]) -> list[dict[str, Any]]:
     if result.preprocess_step_result is None:
         return []
     return [
@@ -172,7 +177,7 @@ def _alignment_rows(result: SummarizationResult, keys: dict[str, str]) -> list[d
     ]
 
 
-def _coverage_rows(result: SummarizationResult, keys: dict[str, str]) -> list[dict[str, Any]]:
+def _coverage_rows(result: SummarizationResult, keys: dict[str, Any]) -> list[dict[str, Any]]:
     if result.analyze_step_result is None:
         return []
     verdicts = result.analyze_step_result.coverage

@@ -11,19 +11,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from summeval_runner._scorers._outcome import RunCounts
+from summeval_runner._scorers._outcome import RunCounts, item_status
 from summeval_runner._scorers._result import METRICS, Status
 from summeval_runner._stats import mean_interval, quantile
 
-# Every row says which run, variant, item and scorer it belongs to.
+# Every row says which run, variant, item, scorer and trial (RunOptions.trials; 0 for a run of
+# one trial) it belongs to.
 _KEY_FIELDS = [
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("variant", pa.string(), nullable=False),
     pa.field("item_id", pa.string(), nullable=False),
     pa.field("scorer_id", pa.string(), nullable=False),
+    pa.field("trial", pa.int32(), nullable=False),
 ]
 ITEMS_SCHEMA = pa.schema(
     [
@@ -162,10 +165,12 @@ def aggregate(
 
 
 class Summary:
-    """Gathers item rows as they are compacted and makes the aggregates table's rows.
+    """Gathers each item's rows as they are compacted and makes the aggregates table's rows.
 
     Every scorer gets a ``score`` row; the dimensions (``alignment``, ``coverage``) only a
-    scorer that reports them (the summarization scorer), not a user's own.
+    scorer that reports them (the summarization scorer), not a user's own. An item counts once
+    whatever its trials: its status is the worst of theirs, and its value of a metric is the
+    mean over its trials.
     """
 
     def __init__(self) -> None:
@@ -176,22 +181,32 @@ class Summary:
         self._values: dict[tuple[str, str, str], dict[str, list[float]]] = {}
         self._with_dimensions: set[tuple[str, str, str]] = set()
 
-    def add(self, row: Mapping[str, Any]) -> None:
-        key = (row["run_id"], row["variant"], row["scorer_id"])
+    def add_item(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """One item's rows of ``items.parquet``: a row per scorer and trial."""
+        by_scorer: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+        for row in rows:
+            by_scorer.setdefault((row["run_id"], row["variant"], row["scorer_id"]), []).append(row)
+        for key, trials in by_scorer.items():
+            self._add(key, trials)
+
+    def _add(self, key: tuple[str, str, str], trials: list[Mapping[str, Any]]) -> None:
         if key not in self._statuses:
             self._statuses[key] = []
             self._values[key] = {metric: [] for metric in METRICS}
             self._scales[key] = None
-        self._statuses[key].append(row["status"])
-        # An item that failed before its scorer ran has no scale: the others say it.
-        if row["scale"] is not None:
-            self._scales[key] = row["scale"]
-        if row["prompt_version"] is not None:
-            self._with_dimensions.add(key)
-        if row["status"] == "scored":
+        status = item_status(row["status"] for row in trials)
+        self._statuses[key].append(status)
+        for row in trials:
+            # An item that failed before its scorer ran has no scale: the others say it.
+            if row["scale"] is not None:
+                self._scales[key] = row["scale"]
+            if row["prompt_version"] is not None:
+                self._with_dimensions.add(key)
+        if status == "scored":
             for metric, column in METRICS.items():
-                if row[column] is not None:
-                    self._values[key][metric].append(row[column])
+                values = [row[column] for row in trials if row[column] is not None]
+                if values:
+                    self._values[key][metric].append(sum(values) / len(values))
 
     def rows(self) -> list[dict[str, Any]]:
         rows = []
@@ -205,6 +220,32 @@ class Summary:
                     aggregate(*key, metric, self._values[key][metric], statuses, upper=upper)
                 )
         return rows
+
+
+def one_row_per_item(items: pd.DataFrame) -> pd.DataFrame:
+    """An ``items`` table (of one scorer) with one row per item: an item judged in several
+    trials gets the mean of its scores over them (``None`` unless every trial was scored), the
+    worst of their statuses, the sum of their usage and the first trial's texts; ``trials``
+    counts them. A table of one trial comes back as it is, with ``trials`` 1."""
+    if "trial" not in items.columns or items.empty or not (items["trial"] > 0).any():
+        single: pd.DataFrame = items.assign(trials=1)
+        return single
+    ordered = items.sort_values(["item_id", "trial"], kind="stable")
+    first = ordered.drop_duplicates("item_id", keep="first").set_index("item_id", drop=False)
+    grouped = ordered.groupby("item_id", sort=False)
+    statuses = grouped["status"].agg(lambda s: item_status(s.tolist()))
+    collapsed = first.copy()
+    collapsed["status"] = statuses
+    collapsed["trials"] = grouped.size()
+    scored = collapsed["status"] == "scored"
+    for column in METRICS.values():
+        means = grouped[column].mean()
+        collapsed[column] = means.where(scored, None)
+    for column in ("judge_calls", "judge_retries", "input_tokens", "output_tokens"):
+        if column in collapsed.columns:
+            collapsed[column] = grouped[column].sum(min_count=1)
+    result: pd.DataFrame = collapsed.reset_index(drop=True)
+    return result
 
 
 def score_means(aggregates: Path) -> dict[str, float | None]:

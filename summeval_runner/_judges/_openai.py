@@ -290,7 +290,8 @@ class OpenAIJudge(AsyncClosing):
             "response_format": self._response_format(request),
         }
         if self.config.seed is not None:
-            params["seed"] = self.config.seed
+            # Each trial of a repeated judgment samples with its own seed.
+            params["seed"] = self.config.seed + request.trial
         if self.config.max_output_tokens is not None:
             params["max_tokens"] = self.config.max_output_tokens
         try:

@@ -12,6 +12,8 @@ from typing import Any, TypeAlias
 
 from summeval_runner._errors import InputError, JudgeUnavailableError, RunRecordError
 from summeval_runner._io._datasets import Item
+from summeval_runner._io._noise import NoiseTally
+from summeval_runner._io._rows import ItemRecord
 from summeval_runner._runner._items import shown
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
@@ -19,7 +21,6 @@ from summeval_runner._runner._record import RunRecorder
 from summeval_runner._scorers._outcome import (
     ItemResult,
     RunCounts,
-    scored_number,
     status_of,
     unreadable,
 )
@@ -41,14 +42,23 @@ def _error(error: BaseException, step: FailedStep) -> ErrorInfo:
     )
 
 
-def _first_failure(results: Mapping[str, Any]) -> ErrorInfo | None:
-    for result in results.values():
-        if isinstance(result, ErrorInfo):
-            return result
-        error = getattr(result, "error", None)
-        if status_of(result) == "error" and isinstance(error, ErrorInfo):
-            return error
+def _first_failure(trials: Sequence[Mapping[str, Any]]) -> ErrorInfo | None:
+    for results in trials:
+        for result in results.values():
+            if isinstance(result, ErrorInfo):
+                return result
+            error = getattr(result, "error", None)
+            if status_of(result) == "error" and isinstance(error, ErrorInfo):
+                return error
     return None
+
+
+def _for_trial(scorer: Any, trial: int) -> Any:
+    """The scorer making trial ``trial`` (from 0) of an item's judgment: one that knows trials
+    (the summarization scorer's ``with_trial``) puts it in its judge requests; another is run
+    again as it is."""
+    with_trial = getattr(scorer, "with_trial", None)
+    return with_trial(trial) if trial and callable(with_trial) else scorer
 
 
 def _is_async_callable(target: Callable[..., Any]) -> bool:
@@ -89,6 +99,10 @@ class Batch:
         keep_results: bool,
     ) -> None:
         self.scorers = scorers
+        # Each trial's scorers (RunOptions.trials): the first trial's are the scorers.
+        self.trial_scorers = [
+            [_for_trial(scorer, trial) for scorer in scorers] for trial in range(options.trials)
+        ]
         self.ids = ids
         self.target = target
         self.hooks = hooks
@@ -106,6 +120,10 @@ class Batch:
         # Scored values per scorer, for the means (floats only: a few MB for 100,000 items).
         self.scores: dict[str, list[float]] = {scorer_id: [] for scorer_id in ids}
         self.hook_errors = 0
+        # How the trials of each item disagreed, for a run with no directory (a recorded run
+        # counts it from its journal, every part of it).
+        self.trials = options.trials
+        self.noise = NoiseTally() if options.trials > 1 and recorder is None else None
         # What stops the run at once: a judge that no call can reach or that refuses the key
         # (every later call would fail the same way), or an item that could not be recorded.
         self.fatal: list[BaseException] = []
@@ -254,8 +272,7 @@ class Batch:
                     self.hook_errors += 1
                     logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
             if self.reporter is not None:
-                first = result.results.get(self.ids[0])
-                self.reporter.update(score=scored_number(first), error=result.status == "error")
+                self.reporter.update(score=result.score(self.ids[0]), error=result.status == "error")
         finally:
             self.item_slots.release()
 
@@ -284,9 +301,11 @@ class Batch:
         self.finished += 1
         self.statuses[result.status] += 1
         for scorer_id, scores in self.scores.items():
-            score = scored_number(result.results.get(scorer_id))
+            score = result.score(scorer_id)
             if score is not None:
                 scores.append(score)
+        if self.noise is not None:
+            self.noise.add(ItemRecord.of(result, position))
         if self.keep_results:
             self.done.append((position, result))
 
@@ -324,21 +343,32 @@ class Batch:
                 return self.failed(item, _error(error, "target"), output=None, latency=latency)
             latency = time.perf_counter() - started
         progress.step, progress.calls = "scorer", 0
-        results = await self.score(item.input, output)
+        # Every trial runs to its end before a failure of one is raised: none goes on sending
+        # requests after its item is done.
+        outcomes = await asyncio.gather(
+            *(self.score(scorers, item.input, output) for scorers in self.trial_scorers),
+            return_exceptions=True,
+        )
+        trials: list[dict[str, Any]] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            trials.append(outcome)
         return ItemResult(
             item_id=item.id,
             input=item.input,
             output=output,
             metadata=item.metadata,
-            results=results,
-            error=_first_failure(results),
+            results=trials[0],
+            error=_first_failure(trials),
             target_latency_s=latency,
+            trial_results=tuple(trials) if len(trials) > 1 else (),
         )
 
-    async def score(self, input: Any, output: Any) -> dict[str, Any]:
-        """Every scorer's result, or the ErrorInfo of the scorer that raised."""
+    async def score(self, scorers: Sequence[Any], input: Any, output: Any) -> dict[str, Any]:
+        """Every scorer's result (of one trial), or the ErrorInfo of the scorer that raised."""
         outcomes = await asyncio.gather(
-            *(_run_scorer(scorer, input, output) for scorer in self.scorers),
+            *(_run_scorer(scorer, input, output) for scorer in scorers),
             return_exceptions=True,
         )
         results: dict[str, Any] = {}

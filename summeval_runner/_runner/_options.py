@@ -50,6 +50,10 @@ class RunOptions:
     - ``max_error_rate``: the share of errored items a run may have and still pass
       (``EvalRunResult.passed``).
     - ``variant``: the run's label in every table (``None``: ``default``).
+    - ``trials``: how many times each item is judged (its agent is called once); each trial's
+      judge requests carry the trial number (a sampling judge varies its seed by it, and the
+      cache keeps each trial's replies apart). Tables hold every trial; an item's score is its
+      mean over its trials, and the run reports how much the trials disagreed.
 
     >>> RunOptions.of(None, {"concurrency": 4, "retry": {"max_attempts": 3}}).max_items_in_flight
     4
@@ -74,12 +78,14 @@ class RunOptions:
     progress: bool = False
     max_error_rate: float = 0.0
     variant: str | None = None
+    trials: int = 1
 
     def __post_init__(self) -> None:
         for name in (
             "max_items_in_flight",
             "max_target_calls_in_flight",
             "max_judge_requests_in_flight",
+            "trials",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -296,6 +296,7 @@ class RunRecorder:
                     "unfinished": unfinished,
                     "hook_errors": self.manifest.hook_errors + hook_errors,
                     "means": score_means(compacted.tables["aggregates"]),
+                    "judge_noise": compacted.noise.result(self._options.trials),
                     # Every attempt of every part: retried, failed and killed requests too.
                     "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
                     "tokens": TokenTotals(input=traffic.input_tokens, output=traffic.output_tokens),

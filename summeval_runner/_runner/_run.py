@@ -22,7 +22,7 @@ from summeval_runner._errors import (
     RunRecordError,
 )
 from summeval_runner._io._datasets import DatasetFile, Item
-from summeval_runner._io._manifest import JudgeTraffic, Manifest, RunStatus
+from summeval_runner._io._manifest import JudgeNoise, JudgeTraffic, Manifest, RunStatus
 from summeval_runner._runner._batch import Batch, Hook
 from summeval_runner._runner._items import prepare
 from summeval_runner._runner._judge_stack import JudgeStack
@@ -58,8 +58,9 @@ class EvalRunResult:
     call's items only, and none with ``keep_results=False``). ``unfinished`` items were not
     finished because the run was told to stop; ``status`` is then ``interrupted``.
     ``judge_traffic`` counts the requests sent to the judges (retries included), the retries,
-    the 429s and the cache's hits. For a run written to a directory, ``run_dir``, its
-    ``manifest`` and its ``tables`` (name -> Parquet path).
+    the 429s and the cache's hits. ``judge_noise``, with several trials of each item, how much
+    they disagreed. For a run written to a directory, ``run_dir``, its ``manifest`` and its
+    ``tables`` (name -> Parquet path).
     """
 
     means: Mapping[str, float | None]
@@ -73,6 +74,7 @@ class EvalRunResult:
     run_dir: Path | None = None
     manifest: Manifest | None = None
     tables: Mapping[str, Path] = field(default_factory=dict)
+    judge_noise: JudgeNoise | None = None
 
     @property
     def error_rate(self) -> float:
@@ -278,6 +280,7 @@ def _result(
             run_dir=Path(output_dir) if output_dir is not None else None,
             manifest=manifest,
             tables=tables,
+            judge_noise=manifest.judge_noise,
         )
     unfinished = unfinished_items(selected, kept=0, drawn=batch.drawn, finished=batch.finished)
     ending, _ = _ending(batch, stopped)
@@ -294,6 +297,7 @@ def _result(
         status="interrupted" if status == "interrupted" else "completed",
         max_error_rate=opts.max_error_rate,
         judge_traffic=judges.traffic(),
+        judge_noise=batch.noise.result(opts.trials) if batch.noise is not None else None,
     )
 
 

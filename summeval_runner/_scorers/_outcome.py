@@ -91,7 +91,9 @@ class ItemResult:
 
     ``results`` maps each scorer's id to its result, or to an ``ErrorInfo`` when the scorer
     raised, or when the target failed or the item timed out (then every scorer has it).
-    ``error`` is the item's first failure: the target's, else a scorer's.
+    ``error`` is the item's first failure: the target's, else a scorer's. With several trials
+    (``RunOptions.trials``), ``trial_results`` holds each trial's results, the first of them
+    ``results``; a run of one trial leaves it empty.
     """
 
     item_id: str
@@ -101,13 +103,40 @@ class ItemResult:
     results: Mapping[str, Any]
     error: ErrorInfo | None
     target_latency_s: float | None
+    trial_results: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def trials(self) -> tuple[Mapping[str, Any], ...]:
+        """Every trial's results, in trial order (one trial: ``(results,)``)."""
+        return self.trial_results or (self.results,)
 
     @property
     def status(self) -> Status:
-        """``error`` if anything failed, else ``unscorable`` if a scorer said so, else scored."""
+        """``error`` if anything failed, else ``unscorable`` if a scorer said so, else scored;
+        over every trial."""
         if self.error is not None:
             return "error"
-        return item_status(status_of(result) for result in self.results.values())
+        return item_status(
+            status_of(result) for results in self.trials for result in results.values()
+        )
+
+    def score(self, scorer_id: str) -> float | None:
+        """The scorer's number for this item: the mean over its trials when every trial was
+        scored, else ``None`` (an error or an unscorable trial)."""
+        return trial_mean([results.get(scorer_id) for results in self.trials])
+
+
+def trial_mean(results: Iterable[Any]) -> float | None:
+    """The mean of one scorer's numbers over an item's trials; ``None`` unless every trial was
+    scored (an item is an error, or unscorable, if any of its trials is).
+
+    >>> trial_mean([{"score": 0.5}, {"score": 1.0}]), trial_mean([{"score": 0.5}, None])
+    (0.75, None)
+    """
+    numbers = [scored_number(result) for result in results]
+    if not numbers or any(number is None for number in numbers):
+        return None
+    return sum(numbers) / len(numbers)  # type: ignore[arg-type]
 
 
 class RunCounts(BaseModel):
