@@ -272,7 +272,8 @@ class Batch:
                     self.hook_errors += 1
                     logger.exception("on_item_complete hook %r failed on item %s", hook, item.id)
             if self.reporter is not None:
-                self.reporter.update(score=result.score(self.ids[0]), error=result.status == "error")
+                errored = result.status == "error"
+                self.reporter.update(score=result.score(self.ids[0]), error=errored)
         finally:
             self.item_slots.release()
 
