@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from summeval_runner._errors import InputError
+from summeval_runner._io._history import write_runs_table
 from summeval_runner._io._journal import JOURNAL, RunWriter, journal_records, journaled_ids
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
@@ -223,7 +224,7 @@ def merge_runs(
             missing_items=max(expected - totals.total, 0),
             tables={name: out / path.name for name, path in tables.items()},
         )
-        _write_manifest(building, runs, merged, unfinished)
+        write_runs_table(building, _write_manifest(building, runs, merged, unfinished))
         if out.exists():
             out.rmdir()  # checked empty above
         os.replace(building, out)
@@ -239,7 +240,7 @@ def _sum(runs: list[ShardRun], count: str) -> int:
 
 def _write_manifest(
     building: Path, runs: list[ShardRun], merged: MergedRun, unfinished: int
-) -> None:
+) -> Manifest:
     first = runs[0].manifest
     config = dict(first.config)
     config["runner"] = {**(config.get("runner") or {}), "shard": None}
@@ -298,3 +299,4 @@ def _write_manifest(
         tables={name: path.name for name, path in merged.tables.items()},
     )
     write_manifest(building, manifest)
+    return manifest
