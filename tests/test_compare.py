@@ -805,6 +805,30 @@ def test_the_baseline_is_named_by_its_label_or_by_its_directory(
     assert not (tmp_path / "unknown").exists()
 
 
+def test_a_baseline_label_two_runs_share_is_refused_naming_the_labels_that_differ(
+    tmp_path: Path,
+) -> None:
+    first = make_run(tmp_path / "2026-11-29" / "03-00-00", "default", baseline_scores(count=3))
+    second = make_run(tmp_path / "2026-11-30" / "03-00-00", "default", baseline_scores(count=3))
+
+    shared = summeval_compare(
+        str(first), str(second), "--baseline", "default", "--out", str(tmp_path), cwd=tmp_path
+    )
+    named = summeval_compare(
+        str(second), str(first), "--baseline", "default (2026-11-29/03-00-00)", "--no-report",
+        "--out", str(tmp_path / "named"), cwd=tmp_path,
+    )  # fmt: skip
+
+    assert shared.returncode == 2
+    assert (
+        "baseline 'default' is the variant of 2 runs; name one by its label "
+        "('default (2026-11-29/03-00-00)', 'default (2026-11-30/03-00-00)') or its directory"
+    ) in shared.stderr
+    assert named.returncode == 0, named.stderr
+    saved = pd.read_parquet(tmp_path / "named" / "comparison.parquet")
+    assert set(saved["baseline"].dropna()) == {"default (2026-11-29/03-00-00)"}
+
+
 # Runs that do not measure alike are not compared, unless asked.
 
 
