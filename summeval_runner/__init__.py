@@ -23,6 +23,7 @@ from summeval_runner._errors import (
 from summeval_runner._io._agreement import AgreementFigure
 from summeval_runner._io._compare import compare_runs
 from summeval_runner._io._datasets import DatasetError, DatasetFile, FieldMap, Item, load_dataset
+from summeval_runner._io._history import load_history
 from summeval_runner._io._manifest import Manifest
 from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
@@ -129,6 +130,7 @@ __all__ = [
     "judge_agreement",
     "judge_agreement_sync",
     "load_dataset",
+    "load_history",
     "merge_runs",
     "run_evals",
     "run_evals_sync",

@@ -714,6 +714,122 @@ def test_each_runs_counts_are_in_the_printed_table_and_the_parquet(tmp_path: Pat
     assert '<td class="num">10</td><td class="num">7</td><td class="num">2</td>' in report
 
 
+# comparison.parquet for analysis, and where summeval-compare writes (issue 19, points 5 and 6).
+
+
+def test_comparison_parquet_keeps_counts_integer_and_flags_boolean(
+    planted: tuple[Path, Path], tmp_path: Path
+) -> None:
+    base, new = planted
+    out = tmp_path / "out"
+
+    compared = summeval_compare(str(base), str(new), "--out", str(out), cwd=tmp_path)
+
+    assert compared.returncode == 0, compared.stderr
+    path = out / "comparison.parquet"
+    # A plain read_parquet: the baseline's rows hold no comparison, and the columns keep their
+    # types (pandas' nullable Int64 and boolean, <NA> where nothing was compared).
+    saved = pd.read_parquet(path)
+    counts = ("items", "scored", "unfinished", "n", "n_paired", "better", "worse", "tied")
+    assert {column: str(saved[column].dtype) for column in counts} == dict.fromkeys(counts, "Int64")
+    assert str(saved["significant"].dtype) == "boolean"
+    baseline_rows = saved[saved["variant"] == "base"]
+    assert baseline_rows["n_paired"].isna().all()
+    assert baseline_rows["significant"].isna().all()
+    assert [list(ids) for ids in baseline_rows["worst_items"]] == [[], [], []]
+    assert saved[saved["variant"] == "new"]["significant"].tolist() == [True, False, True]
+    # DuckDB reads the Arrow types: no DOUBLE counts, no untyped empty lists.
+    types = dict(
+        duckdb.sql(f"DESCRIBE SELECT * FROM '{path}'")
+        .project("column_name, column_type")
+        .fetchall()
+    )
+    assert {types[column] for column in counts} == {"BIGINT"}
+    assert types["significant"] == "BOOLEAN"
+    assert types["items_only_here"] == types["worst_items"] == "VARCHAR[]"
+    schema = pq.read_schema(path)
+    assert [f.name for f in schema if not (f.metadata or {}).get(b"description")] == []
+    # compare_runs returns the same types as the file holds.
+    assert compare_runs([new], baseline=base)["n_paired"].dtype == "Int64"
+
+
+def test_summeval_compare_writes_beside_the_newest_run_not_into_the_current_folder(
+    tmp_path: Path,
+) -> None:
+    outputs = tmp_path / "outputs"
+    older = make_run(
+        outputs / "2026-11-29" / "03-00-00", "nightly", baseline_scores(),
+        started_at="2026-11-29T03:00:00+00:00",
+    )  # fmt: skip
+    newer = make_run(
+        outputs / "2026-11-30" / "03-00-00", "nightly", baseline_scores(),
+        started_at="2026-11-30T03:00:00+00:00",
+    )  # fmt: skip
+    here = tmp_path / "here"
+    here.mkdir()
+
+    # The newest run given first or last, or found by --history: its folder gets the outputs.
+    pair = summeval_compare(str(newer), str(older), "--no-report", cwd=here)
+    (newer.parent / "comparison.parquet").unlink()
+    nightly = summeval_compare("--history", str(outputs), cwd=here)
+
+    assert pair.returncode == 0, pair.stderr
+    assert f"comparison: {outputs / '2026-11-30' / 'comparison.parquet'}" in pair.stdout
+    assert nightly.returncode == 0, nightly.stderr
+    assert (newer.parent / "comparison.parquet").is_file()
+    assert (newer.parent / "report.html").is_file()
+    assert not (older.parent / "comparison.parquet").exists()
+    assert list(here.iterdir()) == []
+
+
+def test_the_baseline_is_named_by_its_label_or_by_its_directory(
+    planted: tuple[Path, Path], tmp_path: Path
+) -> None:
+    base, new = planted
+
+    def compare(*args: str) -> Completed:
+        return summeval_compare(str(new), str(base), *args, "--no-report", cwd=tmp_path)
+
+    by_label = compare("--baseline", "base", "--out", str(tmp_path / "label"))
+    by_directory = compare("--baseline", str(base), "--out", str(tmp_path / "directory"))
+    unknown = compare("--baseline", "nightly", "--out", str(tmp_path / "unknown"))
+
+    assert by_label.returncode == by_directory.returncode == 0, by_label.stderr
+    for out in ("label", "directory"):
+        saved = pd.read_parquet(tmp_path / out / "comparison.parquet")
+        assert set(saved["baseline"].dropna()) == {"base"}
+    assert unknown.returncode == 2
+    assert unknown.stderr == (
+        "summeval-compare: error: baseline 'nightly' is neither a run directory nor the label "
+        "of a compared run; the labels are: 'new', 'base'\n"
+    )
+    assert not (tmp_path / "unknown").exists()
+
+
+def test_a_baseline_label_two_runs_share_is_refused_naming_the_labels_that_differ(
+    tmp_path: Path,
+) -> None:
+    first = make_run(tmp_path / "2026-11-29" / "03-00-00", "default", baseline_scores(count=3))
+    second = make_run(tmp_path / "2026-11-30" / "03-00-00", "default", baseline_scores(count=3))
+
+    shared = summeval_compare(
+        str(first), str(second), "--baseline", "default", "--out", str(tmp_path), cwd=tmp_path
+    )
+    named = summeval_compare(
+        str(second), str(first), "--baseline", "default (2026-11-29/03-00-00)", "--no-report",
+        "--out", str(tmp_path / "named"), cwd=tmp_path,
+    )  # fmt: skip
+
+    assert shared.returncode == 2
+    assert (
+        "baseline 'default' is the variant of 2 runs; name one by its label "
+        "('default (2026-11-29/03-00-00)', 'default (2026-11-30/03-00-00)') or its directory"
+    ) in shared.stderr
+    assert named.returncode == 0, named.stderr
+    saved = pd.read_parquet(tmp_path / "named" / "comparison.parquet")
+    assert set(saved["baseline"].dropna()) == {"default (2026-11-29/03-00-00)"}
+
+
 # Runs that do not measure alike are not compared, unless asked.
 
 

@@ -55,6 +55,7 @@ PUBLIC = {
     # comparing runs
     "compare_runs",
     "write_report",
+    "load_history",
     # shards
     "merge_runs",
     "MergedRun",

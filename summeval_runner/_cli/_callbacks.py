@@ -1,12 +1,11 @@
 """Hydra callbacks: secrets kept out of Hydra's files and log; after a sweep, its shards merged,
-its variants compared, the report written."""
+its variants listed (``variants.json``) and compared, the report written."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,15 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from summeval_runner._cli._config import path_safe
+from summeval_runner._cli._sweep import merge_shards, variants, write_variants
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._compare import (
     compare_loaded,
     content_pairings,
     load_runs,
     mismatches,
+    write_comparison,
 )
-from summeval_runner._io._manifest import MANIFEST, read_manifest
-from summeval_runner._io._merge import merge_runs
 from summeval_runner._io._report import render_report
 from summeval_runner._secrets import (
     redact,
@@ -34,55 +32,9 @@ from summeval_runner._secrets import (
 )
 
 logger = logging.getLogger("summeval_runner")
-MERGED = "merged"
 # Each sweep job's exit code, in its directory: a launcher's workers (joblib, Ray, Submitit) run
 # jobs in other processes, so the command that launched them learns their outcome from here.
 JOB_EXIT_CODE = ".exit_code"
-_UNNAMED = ("runner.progress=", "runner.cache=", "runner.cache_path=", "runner.resume=")
-
-
-def _job_number(run_dir: Path) -> int:
-    hydra_file = run_dir / ".hydra" / "hydra.yaml"
-    if not hydra_file.exists():
-        return 1 << 30
-    number = OmegaConf.select(OmegaConf.load(hydra_file), "hydra.job.num", default=None)
-    return int(number) if number is not None else 1 << 30
-
-
-def _shard_group(run_dir: Path) -> tuple[str, ...] | None:
-    """The job's overrides without its shard, for a shard's run; ``None`` for any other run."""
-    manifest = read_manifest(run_dir)
-    if manifest.shard is None:
-        return None
-    return tuple(sorted(o for o in manifest.overrides if not o.startswith("runner.shard=")))
-
-
-def _merge_shards(sweep_dir: Path, run_dirs: list[Path]) -> list[Path]:
-    """The sweep's runs to compare: its unsharded runs, and each variant's shards merged into
-    ``<sweep>/merged/<variant's overrides>`` (a variant whose merge is refused is left out)."""
-    groups: dict[tuple[str, ...], list[Path]] = defaultdict(list)
-    runs: list[Path] = []
-    for run_dir in run_dirs:
-        group = _shard_group(run_dir)
-        if group is None:
-            runs.append(run_dir)
-            continue
-        if not groups[group]:
-            runs.append(run_dir)  # holds the variant's place in job order until merged
-        groups[group].append(run_dir)
-    for group, shards in groups.items():
-        # Named as Hydra names the jobs' directories (config.yaml's exclude_keys), less the shard.
-        kept = [o for o in group if not o.startswith(_UNNAMED)]
-        out = sweep_dir / MERGED / path_safe(",".join(kept) or "default")
-        try:
-            merge_runs(shards, out)
-        except SummevalError as error:
-            logger.error("the shards of %s were not merged: %s", ",".join(group), error)
-            runs.remove(shards[0])
-            continue
-        print(f"sweep shards merged: {out}")
-        runs[runs.index(shards[0])] = out
-    return runs
 
 
 class SweepFailed(SystemExit):
@@ -199,11 +151,13 @@ class ScrubHydraFiles(Callback):
 
 
 class CompareSweep(Callback):
-    """After a multirun: shards merged, ``comparison.parquet`` and ``report.html`` written.
+    """After a multirun: shards merged, ``variants.json``, ``comparison.parquet`` and
+    ``report.html`` written (``_sweep``).
 
     The sweep's first job is the baseline the other variants are compared with. Shards
     (``runner.shard=0/N,...,N-1/N``) of each variant are first merged into one run under
-    ``<sweep>/merged/``, and the merged runs are compared.
+    ``<sweep>/merged/`` (named as the jobs' directories are, less the shard), and the merged
+    runs are compared.
 
     A sweep's variants may differ in what decides their scores (a sweep over ``model=`` or
     ``scorer.scale=``): that is what the sweep is for, and its comparison gates nothing, so
@@ -222,34 +176,31 @@ class CompareSweep(Callback):
             raise SweepFailed(worst)
 
     def _compare(self, sweep_dir: Path) -> None:
-        run_dirs = sorted(
-            (
-                manifest.parent
-                for manifest in sweep_dir.rglob(MANIFEST)
-                if MERGED not in manifest.relative_to(sweep_dir).parts
-            ),
-            key=lambda run_dir: (_job_number(run_dir), str(run_dir)),
-        )
-        finished = [d for d in run_dirs if (d / "items.parquet").exists()]
-        if len(finished) < 1:
-            return
         try:
-            finished = _merge_shards(sweep_dir, finished)
+            merge_shards(sweep_dir)
+            found = variants(sweep_dir)
+            if found:
+                print(f"sweep variants: {write_variants(sweep_dir, found)}")
         except (SummevalError, OSError, ValueError) as error:
             logger.error("the sweep's shards could not be merged: %s", error)
             return
+        finished = [
+            variant.run_dir
+            for variant in found
+            if variant.run_dir is not None and (variant.run_dir / "items.parquet").exists()
+        ]
         if not finished:
             return
         baseline = finished[0] if len(finished) > 1 else None
         try:
             runs, base = load_runs(finished, baseline)
             comparison = compare_loaded(runs, base, allow_mismatch=True)
-            comparison.to_parquet(sweep_dir / "comparison.parquet", index=False)
+            table = write_comparison(comparison, sweep_dir / "comparison.parquet")
             report = render_report(runs, base, comparison, sweep_dir / "report.html")
         except (SummevalError, OSError) as error:
             logger.error("the sweep's comparison could not be written: %s", error)
             return
-        print(f"sweep comparison: {sweep_dir / 'comparison.parquet'}\nsweep report: {report}")
+        print(f"sweep comparison: {table}\nsweep report: {report}")
         differ = mismatches(runs, base)
         if differ:
             print(

@@ -1,5 +1,11 @@
 """``summeval-compare``: compare runs item by item, gate a nightly job on regressions, report.
 
+It takes run directories and sweep folders (each variant's run, shards by their merged run), or
+``--history FOLDER`` (the newest run against the latest earlier completed run of its config, and
+the whole history's trend in the report). ``comparison.parquet`` and ``report.html`` go beside
+the newest run compared (a sweep's: in the sweep's folder), or into ``--out``; never silently
+into the current folder.
+
 Exit codes: 0 compared (and, with ``--fail-if-drop``, the gate passed); 1 the gate failed: a
 variant dropped below the baseline by more than the threshold, significantly, or a compared run
 did not complete (items unfinished), scored no item, errored more than ``--max-error-rate``, or
@@ -13,7 +19,6 @@ dataset without ``--allow-mismatch``).
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import sys
 from collections.abc import Sequence
@@ -22,21 +27,25 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._errors import SummevalError
+from summeval_runner._cli._sweep import MERGED, is_sweep, variants
+from summeval_runner._errors import InputError, SummevalError
 from summeval_runner._io._compare import (
     Run,
     RunsDiffer,
     broken_runs,
     compare_loaded,
+    config_history,
     content_pairings,
-    history,
+    history_of,
     labelled,
     load_runs,
     mismatches,
     regressions,
     unfinished_runs,
     unpaired_runs,
+    write_comparison,
 )
+from summeval_runner._io._history import history_trend
 from summeval_runner._io._report import render_report
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
@@ -50,12 +59,19 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare summeval-run runs: means with 95% intervals and, against a "
         "baseline, paired differences on the items both scored.",
     )
-    parser.add_argument("runs", nargs="*", type=Path, help="run directories (outputs/...)")
+    parser.add_argument(
+        "runs",
+        nargs="*",
+        type=Path,
+        help="run directories (outputs/...), or sweep folders (multirun/...: each variant's run, "
+        "in job order; a variant run in shards, its merged run)",
+    )
     parser.add_argument(
         "--baseline",
-        type=Path,
         default=None,
-        help="the run the others are compared with (default: the first run given)",
+        metavar="RUN",
+        help="the run the others are compared with: its directory, or its label (its variant, "
+        "as the table shows it); default: the first run given",
     )
     parser.add_argument(
         "--history",
@@ -93,15 +109,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path("."),
-        help="folder for comparison.parquet and report.html (default: the current folder)",
+        default=None,
+        metavar="DIR",
+        help="folder for comparison.parquet and report.html (default: beside the newest run "
+        "compared, in its parent folder; for a sweep folder given, in the sweep folder)",
     )
     parser.add_argument("--no-report", action="store_true", help="write no HTML report")
     return parser
 
 
 def _fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or pd.isna(value):
         return ""
     return f"{float(value):{'+' if sign else ''}.{digits}f}"
 
@@ -133,12 +151,10 @@ def print_comparison(comparison: pd.DataFrame) -> None:
     print(header)
     for row in comparison.sort_values(["dimension", "variant"], kind="stable").to_dict("records"):
         ci = f"[{_fmt(row['ci95_low'])}, {_fmt(row['ci95_high'])}]" if _fmt(row["ci95_low"]) else ""
-        paired = row["mean_diff"] is not None and not (
-            isinstance(row["mean_diff"], float) and math.isnan(row["mean_diff"])
-        )
+        paired = not pd.isna(row["mean_diff"])
         diff_ci = (
             f"[{_fmt(row['diff_ci95_low'], sign=True)}, {_fmt(row['diff_ci95_high'], sign=True)}]"
-            if paired and row["diff_ci95_low"] is not None
+            if paired and not pd.isna(row["diff_ci95_low"])
             else ""
         )
         counts = f"{int(row['better'])}/{int(row['worse'])}/{int(row['tied'])}" if paired else ""
@@ -163,6 +179,53 @@ def print_comparison(comparison: pd.DataFrame) -> None:
             if ids:
                 more = f" and {len(ids) - _LISTED} more" if len(ids) > _LISTED else ""
                 print(f"items {where}: {', '.join(ids[:_LISTED])}{more}")
+
+
+def beside(run_dir: Path) -> Path:
+    """Where a comparison whose newest run is ``run_dir`` goes by default: the folder that holds
+    the run (for a sweep's merged run, the sweep's folder)."""
+    folder = run_dir.parent
+    if folder.name == MERGED and is_sweep(folder.parent):
+        return folder.parent
+    return folder
+
+
+def _expand(paths: Sequence[Path]) -> tuple[list[Path], dict[Path, Path]]:
+    """The run directories to compare, each sweep folder replaced by its variants' runs (in job
+    order, shards by their merged run); and the sweep folder each of those came from.
+
+    A variant whose shards were never merged, or whose run wrote no tables, is left out with a
+    warning; a sweep with no run left is ``InputError``.
+    """
+    runs: list[Path] = []
+    sweeps: dict[Path, Path] = {}
+    for path in paths:
+        if not is_sweep(path):
+            runs.append(path)
+            continue
+        found = []
+        for variant in variants(path):
+            if variant.run_dir is None:
+                shards = " ".join(str(shard) for shard in variant.shards)
+                print(
+                    f"summeval-compare: warning: {path}: the shards of {variant.name} were never "
+                    f"merged, so it is left out; merge them with: summeval-merge {shards} --out "
+                    f"{path / variant.name}",
+                    file=sys.stderr,
+                )
+            elif not (variant.run_dir / "items.parquet").is_file():
+                print(
+                    f"summeval-compare: warning: {path}: {variant.name} wrote no tables (it did "
+                    "not finish), so it is left out",
+                    file=sys.stderr,
+                )
+            else:
+                found.append(variant.run_dir)
+                sweeps[variant.run_dir] = path
+        if not found:
+            raise InputError(f"{path} is a sweep folder with no finished run in it")
+        runs.extend(found)
+    return runs, sweeps
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -193,11 +256,13 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    trend: pd.DataFrame | None = None
     try:
         if args.history is not None:
-            trend, same = history(args.history)
+            family = config_history(args.history)
+            table, same = history_of(family)
             print(f"history of {same[-1].variant} under {args.history} ({len(same)} runs):")
-            print(trend.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             newest = same[-1]
             if len(same) < 2 and newest.manifest.status == "completed":
                 return EXIT_OK
@@ -205,19 +270,25 @@ def run(argv: Sequence[str] | None = None) -> int:
             # completed run; with none, alone: a run that did not complete still meets the gate.
             loaded: list[Run] = labelled(same[-2:])
             base = loaded[0] if len(loaded) > 1 else None
+            out = args.out or beside(newest.path)
         elif not args.runs:
             print(
-                "summeval-compare: error: give run directories, or --history FOLDER",
+                "summeval-compare: error: give run directories or sweep folders, or "
+                "--history FOLDER",
                 file=sys.stderr,
             )
             return EXIT_BAD_INPUT
         else:
-            runs = list(args.runs)
+            runs, sweeps = _expand(args.runs)
             baseline = args.baseline or (runs[0] if len(runs) > 1 else None)
             loaded, base = load_runs(runs, baseline)
+            newest = max(loaded, key=lambda run: run.started_at)
+            out = args.out or sweeps.get(newest.path) or beside(newest.path)
         comparison = compare_loaded(
             loaded, base, alpha=args.alpha, allow_mismatch=args.allow_mismatch
         )
+        if args.history is not None:
+            trend = history_trend(family, alpha=args.alpha, threshold=args.fail_if_drop or 0.0)
     except RunsDiffer as error:
         listed = "".join(f"\n  {mismatch.describe()}" for mismatch in error.mismatches)
         print(
@@ -238,13 +309,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
     for pairing in content_pairings(loaded, base):
         print(f"summeval-compare: warning: {pairing.describe()}", file=sys.stderr)
-    args.out.mkdir(parents=True, exist_ok=True)
-    table_path = args.out / "comparison.parquet"
-    comparison.to_parquet(table_path, index=False)
+    out.mkdir(parents=True, exist_ok=True)
+    table_path = write_comparison(comparison, out / "comparison.parquet")
     print_comparison(comparison)
     print(f"comparison: {table_path}")
     if not args.no_report:
-        report = render_report(loaded, base, comparison, args.out / "report.html")
+        report = render_report(loaded, base, comparison, out / "report.html", history=trend)
         print(f"report: {report}")
     if args.fail_if_drop is None:
         for unfinished in unfinished_runs(comparison):

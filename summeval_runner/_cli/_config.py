@@ -8,10 +8,14 @@ before any work. The ``runner`` group is ``RunOptions`` field for field (its def
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import MISSING, OmegaConf
 
 from summeval_runner._runner._options import RunOptions
@@ -139,17 +143,101 @@ def register_configs(store: ConfigStore) -> None:
     store.store(name="agree_base_config", node=AgreeConfig)
 
 
+# A value longer than this is shown as a readable prefix and a hash, in directory names and
+# labels alike: a prompt text or a path would otherwise make a name longer than a file system
+# takes (NAME_MAX, 255 bytes) and a label nobody reads.
+LONG_VALUE = 48
+_PREFIX = 24
+# The longest name made of several overrides, in bytes; a longer one is cut and hashed whole.
+_LONGEST_NAME = 160
+_HASH = 8
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_HASH]
+
+
+def short_value(value: str) -> str:
+    """``value`` as it is, or, when longer than ``LONG_VALUE`` characters: its first 24
+    characters (of a path, its last names within 24) in letters, digits and ``.-_`` (any other
+    run of characters made ``_``), ``~`` and the first 8 hex digits of its SHA-256:
+    ``Summarize_the_text_in_on~6150b441``.
+
+    >>> short_value("0.5")
+    '0.5'
+    >>> short_value("'" + "Summarize the text, briefly. " * 4 + "'")
+    'Summarize_the_text_brie~800671d5'
+    >>> short_value("/data/benchmarks/news/2026/november/articles-cleaned.jsonl")
+    'articles-cleaned.jsonl~e0d6bc77'
+    """
+    if len(value) <= LONG_VALUE:
+        return value
+    text = value.strip("'\"")
+    shown = text[:_PREFIX]
+    if re.search(r"[/\\]", text) and not re.search(r"\s", text):
+        # A path says most at its end: its last whole names, the file's at least.
+        tail = re.split(r"[/\\]", text[-_PREFIX:], maxsplit=1)
+        shown = tail[-1] or text[-_PREFIX:]
+    readable = re.sub(r"[^\w.\-]+", "_", shown).strip("_")
+    return f"{readable}~{_digest(value)}"
+
+
+_ESCAPED = re.compile(r"\\(.)")
+
+
+def _unescaped(line: str) -> str:
+    """An override as typed: a sweep's jobs get theirs from Hydra with the grammar's special
+    characters escaped (``http\\://host``); a quoted value stays as it is."""
+    key, sep, value = line.partition("=")
+    if not sep or value[:1] in ("'", '"'):
+        return line
+    return key + sep + _ESCAPED.sub(r"\1", value)
+
+
+def variant_name(overrides: Sequence[str]) -> str:
+    """The name a job's overrides make, for its directory and its label: redacted (no
+    credential), sorted, each ``key=value`` with a long value shortened (``short_value``), joined
+    by ``,``; a name still longer than 160 bytes is cut there, with the whole's hash after ``~``.
+    Empty for no overrides."""
+    lines = sorted(_unescaped(str(line)) for line in redact(list(overrides)))
+    name = ",".join(
+        f"{key}{sep}{short_value(value)}"
+        for key, sep, value in (line.partition("=") for line in lines)
+    )
+    encoded = name.encode("utf-8")
+    if len(encoded) <= _LONGEST_NAME:
+        return name
+    cut = encoded[: _LONGEST_NAME - _HASH - 1].decode("utf-8", errors="ignore")
+    return f"{cut}~{_digest(name)}"
+
+
 def path_safe(name: str) -> str:
     """A directory name with no path separator: ``runner.shard=0/2`` becomes ``runner.shard=0_2``.
 
     Sweep directories are named after their overrides, and a value with "/" in it (a shard, a
     dataset path) would otherwise nest one run inside folders named after half of it.
     """
-    # A base_url's credentials (user:password@, key=...) stay out of the directory's name.
-    name = ",".join(redact(name.split(",")))
     return name.replace("/", "_").replace("\\", "_")
+
+
+def named_overrides(overrides: Sequence[str], exclude: Sequence[str]) -> list[str]:
+    """The overrides a sweep job's directory is named after: all but those whose key is in
+    ``exclude`` (``hydra.job.config.override_dirname.exclude_keys``), as Hydra decides it."""
+    parsed = OverridesParser.create().parse_overrides([str(line) for line in overrides])
+    excluded = {str(key) for key in exclude}
+    return [str(o.input_line) for o in parsed if o.key_or_group not in excluded]
+
+
+def job_dir_name(overrides: Sequence[str], exclude: Sequence[str]) -> str:
+    """A sweep job's directory, under the sweep's: its overrides' ``variant_name``, path-safe
+    (``hydra.sweep.subdir``; ``<sweep>/merged/`` names its merged shards the same way)."""
+    return path_safe(variant_name(named_overrides(overrides, exclude)))
 
 
 # Registered on import, not in main(): a launcher's worker process (joblib, Ray, Submitit) names
 # the job's directory itself, without running main(). A pure function, replaced idempotently.
-OmegaConf.register_new_resolver("summeval.path_safe", path_safe, replace=True)
+OmegaConf.register_new_resolver(
+    "summeval.job_dir",
+    lambda overrides, exclude: job_dir_name(list(overrides), list(exclude)),
+    replace=True,
+)

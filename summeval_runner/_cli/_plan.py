@@ -21,13 +21,14 @@ from hydra.types import RunMode
 from hydra.utils import get_object, instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from summeval_runner._cli._config import variant_name
 from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._io._datasets import DatasetFile, FieldMap
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult, run_evals
 from summeval_runner._scorers._summarization import SummarizationScorer, create_summarization_scorer
-from summeval_runner._secrets import redact, scrub
+from summeval_runner._secrets import scrub
 
 
 @dataclass(frozen=True)
@@ -178,18 +179,41 @@ def run_options(runner: DictConfig, job: HydraJob) -> RunOptions:
     values.pop("resume")
     if values["cache_path"]:
         values["cache_path"] = to_absolute_path(values["cache_path"])
-    values["variant"] = values["variant"] or _variant(job.overrides)
+    values["variant"] = variant_label(runner, job)
     try:
         return RunOptions.of(None, values)
     except ConfigError as error:
         raise ConfigError(f"runner.{error}") from None
 
 
+def variant_label(runner: DictConfig, job: HydraJob) -> str:
+    """The run's label in every table (``runner.variant``'s rule, in the README).
+
+    Unset: the job's overrides, less the runner's own settings (``variant_name``: sorted, long
+    values shortened to a prefix and a hash, no credential), or ``default``. Set in a sweep to one
+    name for every job: that name, then the job's overrides (``prompts: target=prompt_a``), so
+    each job's label follows what it sweeps; a job with no overrides but the runner's (a shard)
+    keeps the name alone. Set per job (an interpolation such as
+    ``${hydra:runtime.choices.target}``), or outside a sweep: as it is.
+    """
+    own = _variant(job.overrides)
+    given = runner.variant
+    if given is None:
+        return own
+    per_job = OmegaConf.is_interpolation(runner, "variant")
+    if not job.multirun or per_job or own == _DEFAULT_VARIANT:
+        return str(given)
+    return f"{given}: {own}"
+
+
+_DEFAULT_VARIANT = "default"
+
+
 def _variant(overrides: tuple[str, ...]) -> str:
     """The run's label from the command line: its overrides, less the runner's own settings."""
     kept = [o for o in overrides if not o.startswith(("runner.", "hydra.", "+hydra", "~hydra"))]
     # The label is written into every table row: no credential of a base_url, no key.
-    return scrub(",".join(sorted(redact(kept)))) or "default"
+    return scrub(variant_name(kept)) or _DEFAULT_VARIANT
 
 
 def container(node: DictConfig) -> dict[str, Any]:

@@ -13,13 +13,13 @@ drop, and a run stopped early may have had none yet. Nor does a run that shares 
 the baseline (``unpaired_runs``): nothing of it was compared.
 
 ``history`` takes the newest run under a folder whatever its status (a night that failed is
-the night to gate on), and compares it with the earlier completed runs of its config.
+the night to gate on), and compares it with the earlier completed runs of its config
+(``config_history`` has them all, for the trend that ``_history`` draws).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,44 +29,78 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
+from summeval_runner._io._parquet import described, typed_frame, write_typed
 from summeval_runner._io._tables import ITEMS_SCHEMA, one_row_per_item
 from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
 
 _WORST_ITEMS = 5
-COMPARISON_COLUMNS = [
-    "variant",
-    "run_dir",
-    "run_id",
-    "status",
-    "items",
-    "scored",
-    "unscorable",
-    "errors",
-    "unfinished",
-    "dimension",
-    "n",
-    "mean",
-    "ci95_low",
-    "ci95_high",
-    "baseline",
-    "n_paired",
-    "mean_diff",
-    "diff_ci95_low",
-    "diff_ci95_high",
-    "p_value",
-    "significant",
-    "better",
-    "worse",
-    "tied",
-    "items_only_here",
-    "items_only_in_baseline",
-    "worst_items",
-]
+_STRINGS = pa.list_(pa.string())
+COMPARISON_SCHEMA = pa.schema(
+    [
+        described(
+            "variant", pa.string(), "the run's label, told apart from the others'", nullable=False
+        ),
+        described("run_dir", pa.string(), "the run directory", nullable=False),
+        described("run_id", pa.string(), "the run's id (its manifest's run_id)", nullable=False),
+        described(
+            "status",
+            pa.string(),
+            "the run's manifest status: completed, interrupted, aborted, failed, partial, running",
+            nullable=False,
+        ),
+        described("items", pa.int64(), "the run's finished items", nullable=False),
+        described("scored", pa.int64(), "items scored", nullable=False),
+        described("unscorable", pa.int64(), "items unscorable (a blank text)", nullable=False),
+        described("errors", pa.int64(), "items that ended in error", nullable=False),
+        described("unfinished", pa.int64(), "items the run did not finish", nullable=False),
+        described("dimension", pa.string(), "score, alignment or coverage", nullable=False),
+        described("n", pa.int64(), "scored items with a value of the dimension", nullable=False),
+        described("mean", pa.float64(), "the dimension's mean over the scored items"),
+        described("ci95_low", pa.float64(), "lower end of the mean's 95% t-interval"),
+        described("ci95_high", pa.float64(), "upper end of the mean's 95% t-interval"),
+        described("baseline", pa.string(), "the baseline's label; null for the baseline itself"),
+        described(
+            "n_paired",
+            pa.int64(),
+            "items scored in both this run and the baseline; null: not compared",
+        ),
+        described(
+            "mean_diff", pa.float64(), "mean difference from the baseline over the paired items"
+        ),
+        described("diff_ci95_low", pa.float64(), "lower end of the paired bootstrap 95% interval"),
+        described("diff_ci95_high", pa.float64(), "upper end of the paired bootstrap 95% interval"),
+        described("p_value", pa.float64(), "paired sign-flip permutation test's p-value"),
+        described("significant", pa.bool_(), "p_value < alpha; null where nothing was compared"),
+        described("better", pa.int64(), "paired items above the baseline"),
+        described("worse", pa.int64(), "paired items below the baseline"),
+        described("tied", pa.int64(), "paired items equal to the baseline"),
+        described(
+            "items_only_here",
+            _STRINGS,
+            "ids of items this run has and the baseline lacks",
+            nullable=False,
+        ),
+        described(
+            "items_only_in_baseline",
+            _STRINGS,
+            "ids of items the baseline has and this run lacks",
+            nullable=False,
+        ),
+        described(
+            "worst_items",
+            _STRINGS,
+            "the paired items that dropped most, worst first",
+            nullable=False,
+        ),
+    ]
+)
+COMPARISON_COLUMNS = COMPARISON_SCHEMA.names
 
 
 @dataclass(frozen=True)
@@ -353,17 +387,45 @@ def _scored(run: Run, column: str) -> pd.Series:
 def load_runs(
     run_dirs: Sequence[Path | str], baseline: Path | str | None = None
 ) -> tuple[list[Run], Run | None]:
-    """The runs to compare, each labelled apart, the baseline first; and the baseline, if any."""
+    """The runs to compare, each labelled apart, the baseline first; and the baseline, if any.
+
+    ``baseline`` is a run directory (compared too, if not among ``run_dirs``), or the label of
+    one of the runs: its variant, or the label that tells it from another run of the same
+    variant. A directory that exists wins over a label of the same spelling. ``InputError``
+    for a label that is no run's, listing the labels there are.
+    """
     if not run_dirs:
         raise InputError("compare needs at least one run directory, got none")
     runs = [load_run(path) for path in run_dirs]
     if baseline is None:
         return labelled(runs), None
+    if not Path(baseline).is_dir():
+        labels = labelled(runs)
+        return labels, _by_label(str(baseline), runs, labels)
     where = Path(baseline).resolve()
     if all(run.path.resolve() != where for run in runs):
         runs = [load_run(baseline), *runs]
     runs = labelled(runs)
     return runs, next(run for run in runs if run.path.resolve() == where)
+
+
+def _by_label(label: str, runs: list[Run], labels: list[Run]) -> Run:
+    """The run whose label, or whose variant when no other run shares it, is ``label``."""
+    for run, shown in zip(runs, labels, strict=True):
+        if label == shown.variant or (label == run.variant and shown.variant == run.variant):
+            return shown
+    shared = [
+        shown.variant for run, shown in zip(runs, labels, strict=True) if run.variant == label
+    ]
+    if shared:
+        raise InputError(
+            f"baseline {label!r} is the variant of {len(shared)} runs; name one by its label "
+            f"({', '.join(repr(s) for s in shared)}) or its directory"
+        )
+    raise InputError(
+        f"baseline {label!r} is neither a run directory nor the label of a compared run; "
+        f"the labels are: {', '.join(repr(shown.variant) for shown in labels)}"
+    )
 
 
 def compare_runs(
@@ -431,8 +493,13 @@ def compare_loaded(
             if base is not None and run is not base:
                 row |= _paired(run, base, column, seed=seed, alpha=alpha)
             rows.append(row)
-    table: pd.DataFrame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
-    return table
+    return typed_frame(rows, COMPARISON_SCHEMA)
+
+
+def write_comparison(comparison: pd.DataFrame, path: Path) -> Path:
+    """``comparison.parquet``: the comparison with its explicit schema (counts int64, flags
+    bool, lists of ids list<string>, each column described), read back by pandas as it was."""
+    return write_typed(comparison, COMPARISON_SCHEMA, path)
 
 
 def _paired(run: Run, base: Run, column: str, *, seed: int, alpha: float) -> dict[str, Any]:
@@ -487,7 +554,7 @@ def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
     found = []
     for row in comparison.to_dict("records"):
         diff, significant = row["mean_diff"], row["significant"]
-        if diff is None or (isinstance(diff, float) and math.isnan(diff)) or not significant:
+        if pd.isna(diff) or pd.isna(significant) or not significant:
             continue
         if diff < -threshold:
             found.append(
@@ -657,8 +724,23 @@ def config_key(run: Run) -> str:
     return json.dumps({"config": same, "variant": run.variant}, sort_keys=True, default=str)
 
 
-def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
-    """The newest run under ``folder`` and the earlier completed runs of the same config: one
+def config_history(folder: Path | str) -> list[Run]:
+    """The newest run under ``folder``, whatever its status, and every earlier run of its config
+    (``config_key``), whatever theirs: oldest first, the newest last."""
+    runs = find_runs(Path(folder))
+    if not runs:
+        raise InputError(f"{folder} holds no run (no {MANIFEST} under it)")
+    newest = max(runs, key=lambda run: run.started_at)
+    family = sorted(
+        (run for run in runs if run is not newest and config_key(run) == config_key(newest)),
+        key=lambda run: run.started_at,
+    )
+    # The newest last, even where an earlier run has the same start time.
+    return [*family, newest]
+
+
+def history_of(family: Sequence[Run]) -> tuple[pd.DataFrame, list[Run]]:
+    """Of a config's runs (``config_history``): the newest and the earlier completed ones, one
     row per run, oldest first, with its status and each dimension's mean and n; and those runs,
     oldest first (the newest last).
 
@@ -666,21 +748,8 @@ def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
     or is still ``running`` (or was killed) is the run a nightly gate must not pass over for
     an older one. The runs it is compared with are the earlier ones that completed.
     """
-    runs = find_runs(Path(folder))
-    if not runs:
-        raise InputError(f"{folder} holds no run (no {MANIFEST} under it)")
-    newest = max(runs, key=lambda run: run.started_at)
-    same = sorted(
-        (
-            run
-            for run in runs
-            if config_key(run) == config_key(newest)
-            and (run is newest or run.manifest.status == "completed")
-        ),
-        key=lambda run: run.started_at,
-    )
-    # The newest last, even where an earlier run has the same start time.
-    same = [run for run in same if run is not newest] + [newest]
+    newest = family[-1]
+    same = [run for run in family[:-1] if run.manifest.status == "completed"] + [newest]
     rows = []
     for run in same:
         row: dict[str, Any] = {
@@ -694,3 +763,8 @@ def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
         row["n"] = int((run.items["status"] == "scored").sum())
         rows.append(row)
     return pd.DataFrame(rows), same
+
+
+def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
+    """``history_of`` the runs of the newest run's config under ``folder``."""
+    return history_of(config_history(folder))

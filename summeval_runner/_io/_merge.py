@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from summeval_runner._errors import InputError
+from summeval_runner._io._history import write_runs_table
 from summeval_runner._io._journal import (
     JOURNAL,
     RunWriter,
@@ -235,7 +236,7 @@ def merge_runs(
             missing_items=max(expected - totals.total, 0),
             tables={name: out / path.name for name, path in tables.items()},
         )
-        _write_manifest(building, runs, merged, unfinished, noise)
+        write_runs_table(building, _write_manifest(building, runs, merged, unfinished, noise))
         if out.exists():
             out.rmdir()  # checked empty above
         os.replace(building, out)
@@ -255,7 +256,7 @@ def _write_manifest(
     merged: MergedRun,
     unfinished: int,
     noise: JudgeNoise | None,
-) -> None:
+) -> Manifest:
     first = runs[0].manifest
     config = dict(first.config)
     config["runner"] = {**(config.get("runner") or {}), "shard": None}
@@ -315,3 +316,4 @@ def _write_manifest(
         tables={name: path.name for name, path in merged.tables.items()},
     )
     write_manifest(building, manifest)
+    return manifest

@@ -92,6 +92,7 @@ def render_report(
     path: Path,
     *,
     title: str | None = None,
+    history: pd.DataFrame | None = None,
 ) -> Path:
     """``write_report`` for runs already read by ``load_runs`` and compared."""
     heading = title or (

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from summeval_runner._errors import ConfigError, InputError, RunRecordError
+from summeval_runner._io._history import write_runs_table
 from summeval_runner._io._journal import (
     JOURNAL,
     JournalContents,
@@ -309,6 +310,7 @@ class RunRecorder:
             )
             try:
                 write_manifest(self.run_dir, manifest)
+                write_runs_table(self.run_dir, manifest)
             except OSError as error:
                 raise RunRecordError(
                     _cause(f"the manifest could not be written in {self.run_dir}", error)
@@ -346,6 +348,7 @@ class RunRecorder:
         )
         with contextlib.suppress(OSError):
             write_manifest(self.run_dir, failed)
+            write_runs_table(self.run_dir, failed)
             self.manifest = failed
 
     def close(self) -> None:
