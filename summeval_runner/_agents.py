@@ -7,12 +7,17 @@ keeps one HTTP client for the whole run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from summeval_runner._errors import ConfigError
-from summeval_runner._judges._openai import OpenAIChat
+from summeval_runner._judges._openai import OpenAIChat, estimate_tokens
+from summeval_runner._judges._protocol import FREE, Price, TokenUsage
 from summeval_runner._judges._text import split_sentences
 from summeval_runner._messages import extract_source
+from summeval_runner._scorers._result import report_target_usage
 
 DEFAULT_SUMMARY_PROMPT = (
     "Summarize the user's text in at most three sentences. Keep the most important facts, "
@@ -34,6 +39,8 @@ class LeadK:
             raise ConfigError(f"target.max_words must be >= 1 or null, got {max_words!r}")
         self.k = k
         self.max_words = max_words
+        # It reads the text on this machine: its calls cost nothing.
+        self.price = FREE
 
     def __call__(self, input: Any) -> str:
         summary = " ".join(split_sentences(extract_source(input))[: self.k])
@@ -45,7 +52,10 @@ class LeadK:
 class LLMSummarizer:
     """Summarizes with a model behind an OpenAI-compatible endpoint; the judge's provider code.
 
-    ``prompt`` is the system prompt; the item's source is the user message.
+    ``prompt`` is the system prompt; the item's source is the user message. ``price`` is the
+    model's price per million tokens (``{input: ..., output: ...}`` US dollars; ``None``: not
+    known): each call's tokens and cost are reported to the run, which counts them apart from
+    the judge's.
     """
 
     def __init__(
@@ -58,6 +68,7 @@ class LLMSummarizer:
         max_tokens: int = 300,
         timeout_s: float = 60.0,
         max_retries: int = 2,
+        price: Price | Mapping[str, float] | None = None,
     ) -> None:
         if not name:
             raise ConfigError("target.name must name the summarizer's model, got an empty string")
@@ -67,12 +78,13 @@ class LLMSummarizer:
         self.prompt = prompt
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.price = _price(price)
         self._chat = OpenAIChat(
             base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries
         )
 
     async def __call__(self, input: Any) -> str:
-        content, _ = await self._chat.complete(
+        reply = await self._chat.complete(
             {
                 "model": self.name,
                 "messages": [
@@ -83,7 +95,35 @@ class LLMSummarizer:
                 "max_tokens": self.max_tokens,
             }
         )
-        return content
+        price = self.price
+        report_target_usage(
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+            cost=price.cost(reply.usage) if price is not None else None,
+        )
+        return reply.content
+
+    def estimate_usage(self, input: Any, summary: str) -> tuple[TokenUsage, float | None]:
+        """A call's tokens and cost before it is made, for ``estimate_evals``: its prompt at four
+        bytes of text a token, and a reply as long as ``summary``."""
+        usage = TokenUsage(
+            estimate_tokens([self.prompt, extract_source(input)]), estimate_tokens([summary])
+        )
+        return usage, self.price.cost(usage) if self.price is not None else None
 
     async def aclose(self) -> None:
         await self._chat.aclose()
+
+
+def _price(price: Price | Mapping[str, float] | None) -> Price | None:
+    if price is None or isinstance(price, Price):
+        return price
+    try:
+        return Price.model_validate(dict(price))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ConfigError(
+            f"target.price.{where} {first['msg'].lower()}, got {first.get('input')!r}; a price is "
+            "{input: ..., output: ...} in US dollars per million tokens"
+        ) from None

@@ -5,6 +5,8 @@
     │   └── MissingAPIKeyError    the judge's key variable is unset; raised before any call
     ├── InputError                an input or output payload has a shape that cannot be read
     ├── RunRecordError            a finished item, the tables or the manifest could not be written
+    ├── BudgetExhaustedError      the next call would pass runner.max_cost or runner.max_tokens:
+    │                             the run stops, interrupted and resumable
     └── JudgeError                a judge could not give a usable verdict
         ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
         │   ├── JudgeConnectionError  no connection could be made (refused, DNS, TLS): a run
@@ -110,6 +112,18 @@ class RunRecordError(SummevalError):
     """A finished item could not be recorded in the run directory (a full disk, an I/O error,
     a row that could not be built). The run stops launching items at once; what was recorded
     before stays, and the run can be resumed once the cause is fixed."""
+
+
+class BudgetExhaustedError(SummevalError):
+    """The next judge request or agent call would take the run past its budget
+    (``RunOptions.max_cost`` in US dollars, ``max_tokens``): it is not sent. The run starts no
+    further item, lets those in flight finish what they can within the budget, and stops as
+    interrupted; it can be resumed with a larger budget. Never an item's error: the items it
+    stops are left unfinished. ``limit`` names the option (``max_cost`` or ``max_tokens``)."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        self.limit = limit
+        super().__init__(message)
 
 
 class JudgeInputTooLargeError(JudgeError):

@@ -369,7 +369,7 @@ def test_the_apps_runner_group_is_run_options_field_for_field() -> None:
     from summeval_runner._cli._config import RunnerConfig
 
     names = {f.name for f in fields(RunOptions)}
-    assert {f.name for f in fields(RunnerConfig)} == names | {"resume"}
+    assert {f.name for f in fields(RunnerConfig)} == names | {"resume", "estimate"}
     app, library = asdict(RunnerConfig()), asdict(RunOptions())
     # The app shows progress where a Python caller gets none unless asked; all else is shared.
     assert {name: app[name] for name in names - {"progress"}} == {

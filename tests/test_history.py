@@ -61,7 +61,8 @@ def test_a_run_writes_its_row_to_runs_parquet(tmp_path: Path) -> None:
     assert row["finished_at"] == pd.Timestamp(written["finished_at"])
     assert row["duration_s"] == written["duration_s"]
     assert [row[c] for c in COUNTS] == [3, 3, 0, 0, 0, 0, 0]
-    assert pd.isna(row["cost_usd"])  # the manifest records no cost yet
+    # The offline judge and the lead-k baseline cost nothing: known, and 0.
+    assert row["cost_usd"] == written["cost"]["total"] == 0.0
     for dimension in ("score", "alignment", "coverage"):
         assert row[f"{dimension}_n"] == 3
         assert row[f"{dimension}_mean"] == aggregates.loc[dimension, "mean"]

@@ -93,6 +93,11 @@ class AgreementPlan:
 def plan_agreement(cfg: DictConfig, job: HydraJob) -> AgreementPlan:
     """Check the config and build the run's parts; ``SummevalError`` naming what is wrong."""
     refuse_unknown_settings(cfg)
+    if cfg.runner.estimate:
+        raise ConfigError(
+            "runner.estimate is summeval-run's: summeval-agree judges every rated summary, three "
+            "calls each (its requests: 3 x the ratings' rows)"
+        )
     # The variant labels what was judged: agreement.* changes the figures, not the judging.
     judged = tuple(o for o in job.overrides if not o.lstrip("+~").startswith("agreement."))
     options = run_options(cfg.runner, replace(job, overrides=judged))

@@ -7,9 +7,10 @@ Exit codes: 0 the run completed; 1 the share of errored items exceeded
 ``runner.max_error_rate``, no item was scored, the judge refused the credentials, or the judge
 could not be reached for ``runner.outage_timeout_s`` (the library's ``EvalRunResult.passed``
 decides); 2 bad config or input, found before any judge call; 3 a finished item, the tables or
-the manifest could not be written (a full disk): what was recorded is kept; 130 (Ctrl-C) or 143
-(SIGTERM) the run was interrupted, its finished items written. An interrupted or failed run
-continues with ``runner.resume=<run dir>``.
+the manifest could not be written (a full disk): what was recorded is kept; 4 the next call
+would have passed the budget (``runner.max_cost``, ``runner.max_tokens``); 130 (Ctrl-C) or 143
+(SIGTERM) the run was interrupted, its finished items written. An interrupted, failed or
+budget-stopped run continues with ``runner.resume=<run dir>`` (with a larger budget).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Protocol
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner import __version__
 from summeval_runner._cli._bundled import CONFIG_NAME, CONFIG_PATH
@@ -31,15 +32,16 @@ from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
 from summeval_runner._cli._config import register_configs
 from summeval_runner._cli._exit_codes import (
     EXIT_BAD_INPUT,
+    EXIT_BUDGET,
     EXIT_FAILED,
     EXIT_NOT_RECORDED,
     EXIT_OK,
 )
-from summeval_runner._cli._plan import HydraJob, plan
+from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._rundir import discard_refused
 from summeval_runner._cli._signals import Interrupts
-from summeval_runner._cli._summary import counts_line, print_summary
+from summeval_runner._cli._summary import counts_line, format_estimate, print_summary
 from summeval_runner._errors import (
     ConfigError,
     JudgeUnavailableError,
@@ -91,6 +93,14 @@ def run_job(
     except SummevalError as error:
         print(f"{program}: error: {scrub(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if isinstance(job, Plan) and job.estimate_only:
+        try:
+            estimate = asyncio.run(job.estimate())
+        except SummevalError as error:
+            print(f"{program}: error: {scrub(str(error))}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(format_estimate(estimate))
+        return EXIT_OK
     try:
         result = asyncio.run(_execute(job, interrupts))
     except RunRecordError as error:
@@ -116,7 +126,9 @@ def run_job(
         return EXIT_BAD_INPUT
     else:
         # The library's gate: every item finished, one scored at least, errors within budget.
-        if result.passed:
+        if result.budget_exhausted:
+            exit_code = EXIT_BUDGET
+        elif result.passed:
             exit_code = EXIT_OK
         elif result.status == "interrupted" and interrupts.exit_code is not None:
             exit_code = interrupts.exit_code
@@ -145,9 +157,11 @@ def run_job(
         selected = manifest.dataset.items if manifest.dataset is not None else None
     counts = manifest.counts
     if manifest.status == "interrupted":
+        larger = " with a larger budget (runner.max_cost, runner.max_tokens)"
         print(
             f"{program}: interrupted: {manifest.unfinished} of {selected} items unfinished; "
-            f"the finished ones are in {job.run_dir}. To resume:\n"
+            f"the finished ones are in {job.run_dir}. To resume"
+            f"{larger if exit_code == EXIT_BUDGET else ''}:\n"
             f"  {resume_command(job.run_dir, hydra_job.overrides, program)}",
             file=sys.stderr,
         )
@@ -206,9 +220,10 @@ def run_app(
         hydra_job = HydraJob.current()
         code = run_job(cfg, hydra_job, interrupts, prepare)
         exit_codes.append(code)
-        if code == EXIT_BAD_INPUT:
-            # A refused run leaves no directory behind (only one this run made and nothing
-            # but Hydra wrote in: see _rundir).
+        estimated = bool(OmegaConf.select(cfg, "runner.estimate", default=False))
+        if code == EXIT_BAD_INPUT or estimated:
+            # A refused run, or an estimate, leaves no directory behind (only one this run
+            # made and nothing but Hydra wrote in: see _rundir).
             discard_refused(hydra_job.output_dir, hydra_job.name)
         if hydra_job.multirun:
             record_exit_code(hydra_job.output_dir, code)

@@ -81,6 +81,14 @@ class RunnerConfig:
     max_error_rate: float = _RUN.max_error_rate
     variant: str | None = _RUN.variant
     trials: int = _RUN.trials
+    judge_tpm: float | None = _RUN.judge_tpm
+    max_cost: float | None = _RUN.max_cost
+    max_tokens: int | None = _RUN.max_tokens
+    mode: str = _RUN.mode
+    batch_poll_s: float = _RUN.batch_poll_s
+    batch_max_requests: int = _RUN.batch_max_requests
+    # Print the run's requests, tokens and cost, estimated, and run nothing (the app's own).
+    estimate: bool = False
 
 
 @dataclass

@@ -25,6 +25,7 @@ from summeval_runner._cli._config import variant_name
 from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._io._datasets import DatasetFile, FieldMap
 from summeval_runner._judges._resolve import resolve_judge
+from summeval_runner._runner._estimate import RunEstimate, estimate_evals
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult, run_evals
 from summeval_runner._scorers._summarization import SummarizationScorer, create_summarization_scorer
@@ -69,6 +70,8 @@ class Plan:
     # The resolved config, recorded in the manifest (secrets redacted there).
     config: dict[str, Any]
     overrides: tuple[str, ...]
+    # runner.estimate: print what the run would send and spend, and run nothing.
+    estimate_only: bool = False
 
     async def execute(self, stop: asyncio.Event) -> EvalRunResult:
         """The run, in the library; ``stop`` set by Ctrl-C or SIGTERM."""
@@ -92,6 +95,12 @@ class Plan:
             close = getattr(self.target, "aclose", None)
             if close is not None:
                 await close()
+
+    async def estimate(self) -> RunEstimate:
+        """What the run would send and spend; no judge call, no agent call."""
+        return await estimate_evals(
+            scorers=[self.scorer], data=self.dataset, target=self.target, options=self.options
+        )
 
     def finish(self) -> None:
         """What the app prints after the run's summary: nothing more for ``summeval-run``."""
@@ -131,6 +140,7 @@ def plan(cfg: DictConfig, job: HydraJob) -> Plan:
         options=options,
         config=container(cfg),
         overrides=job.overrides,
+        estimate_only=bool(cfg.runner.estimate),
     )
 
 
@@ -177,6 +187,7 @@ def run_options(runner: DictConfig, job: HydraJob) -> RunOptions:
     """``RunOptions`` of the ``runner`` group (less ``resume``, which is the app's)."""
     values = container(runner)
     values.pop("resume")
+    values.pop("estimate", None)
     if values["cache_path"]:
         values["cache_path"] = to_absolute_path(values["cache_path"])
     values["variant"] = variant_label(runner, job)

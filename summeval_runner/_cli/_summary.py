@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from summeval_runner._io._manifest import JudgeNoise, Manifest
+from summeval_runner._io._manifest import JudgeNoise, Manifest, TokenTotals
+from summeval_runner._runner._estimate import RunEstimate
 from summeval_runner._scorers._outcome import RunCounts
 
 
@@ -22,6 +23,65 @@ def counts_line(manifest: Manifest) -> str:
     )
 
 
+def _dollars(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.4f}"
+
+
+def cost_line(manifest: Manifest) -> str:
+    """What the run's calls cost and the tokens they took: the judge's and the agent's."""
+    cost = manifest.cost
+    assert cost is not None
+    tokens = manifest.tokens or TokenTotals()
+    line = (
+        f"cost: {_dollars(cost.total)} (judge {_dollars(cost.judge)}, agent "
+        f"{_dollars(cost.target)}); judge tokens {tokens.input:,} in, {tokens.output:,} out"
+    )
+    target = manifest.target_tokens
+    if target is not None and (target.input or target.output):
+        line += f"; agent tokens {target.input:,} in, {target.output:,} out"
+    if cost.total is None:
+        line += " (a price is not known: set model.price, and target.price for an LLM agent)"
+    return line
+
+
+def format_estimate(estimate: RunEstimate) -> str:
+    """A run's estimate, as ``runner.estimate=true`` prints it."""
+    trials = f" x {estimate.trials} trials" if estimate.trials > 1 else ""
+    mode = " through the Batch API" if estimate.batch else ""
+    lines = [
+        f"estimate for {estimate.items} items{trials}, judged by {estimate.judge}{mode} "
+        "(no judge call was made, no agent called):",
+        f"  judge requests  {estimate.requests:,} to send, {estimate.cached:,} answered by the "
+        "cache",
+    ]
+    for kind in ("preprocess", "claims", "analyze", "reason"):
+        step = estimate.steps.get(kind)
+        if step is not None and (step.requests or step.cached):
+            lines.append(
+                f"    {kind:<13} {step.requests:,} to send ({step.input_tokens:,} tokens in, "
+                f"{step.output_tokens:,} out), {step.cached:,} cached"
+            )
+    lines.append(
+        f"  judge tokens    {estimate.input_tokens:,} in, {estimate.output_tokens:,} out"
+    )
+    price = estimate.price
+    at = (
+        f" at ${price.input:g} in, ${price.output:g} out per million tokens"
+        + (f", the Batch API's {price.batch:g} of that" if estimate.batch else "")
+        if price is not None
+        else " (the judge's price is not known: set model.price)"
+    )
+    lines.append(f"  judge cost      {_dollars(estimate.judge_cost)}{at}")
+    if estimate.target_calls:
+        lines.append(
+            f"  agent           {estimate.target_calls:,} calls, {estimate.target_input_tokens:,} "
+            f"tokens in, {estimate.target_output_tokens:,} out, {_dollars(estimate.target_cost)}"
+        )
+    lines.append(f"  total cost      {_dollars(estimate.total_cost)}")
+    lines += [f"  assumed: {assumption}" for assumption in estimate.assumptions]
+    return "\n".join(lines)
+
+
 def print_summary(run_dir: Path, manifest: Manifest) -> None:
     """The counts (unfinished items and hook errors included), the results directory and a
     table of the aggregates, on stdout; why the run stopped, if it did not complete, on
@@ -34,6 +94,8 @@ def print_summary(run_dir: Path, manifest: Manifest) -> None:
     took = f", in {manifest.duration_s:.1f} s" if timed else ""
     if counts is not None:
         print(counts_line(manifest) + took)
+    if manifest.cost is not None:
+        print(cost_line(manifest))
     print(f"results: {run_dir}")
     aggregates = manifest.tables.get("aggregates")
     if aggregates is None:

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 from summeval_runner._errors import InputError
 from summeval_runner._io._compare import Run, compare_loaded
 from summeval_runner._io._manifest import (
-    _LOCATION_ONLY,
     MANIFEST,
+    NOT_DECIDING,
     RESULT_SECTIONS,
     Manifest,
     read_manifest,
@@ -102,10 +102,10 @@ RUNS_SCHEMA = pa.schema(
 
 
 def _deciding_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The config's sections that decide the results, less where the data lies
-    (``_LOCATION_ONLY``: the same file at another path is the same dataset)."""
+    """The config's sections that decide the results, less what does not (``NOT_DECIDING``:
+    the same file at another path is the same dataset; a price changes no verdict)."""
     kept = {section: config.get(section) for section in RESULT_SECTIONS}
-    for location in _LOCATION_ONLY:
+    for location in NOT_DECIDING:
         section, _, key = location.partition(".")
         value = kept.get(section)
         if isinstance(value, Mapping):

@@ -43,7 +43,7 @@ except ImportError:  # Windows: no advisory locks; one writer per run directory 
     fcntl = None  # type: ignore[assignment]
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._manifest import CacheUse, JudgeTraffic
+from summeval_runner._io._manifest import CacheUse, JudgeTraffic, RunCost
 from summeval_runner._io._noise import NoiseTally
 from summeval_runner._io._rows import ItemRecord, rows_of
 from summeval_runner._io._tables import AGGREGATES_SCHEMA, QUESTIONS_SCHEMA, TABLES, Summary
@@ -86,8 +86,19 @@ class PartTraffic(BaseModel):
     output_tokens: int = 0
     cache_hits: int = 0
     cache_stored: int = 0
+    # What the judge's replies cost (US dollars), and how many had no known cost.
+    judge_cost: float = 0.0
+    judge_cost_unknown: int = 0
+    # The agent's calls, their tokens and cost as it reported them.
+    target_calls: int = 0
+    target_input_tokens: int = 0
+    target_output_tokens: int = 0
+    target_cost: float = 0.0
+    target_cost_unknown: int = 0
 
-    def plus(self, counts: Mapping[str, int], *, elapsed_s: float | None = None) -> PartTraffic:
+    def plus(
+        self, counts: Mapping[str, float], *, elapsed_s: float | None = None
+    ) -> PartTraffic:
         """These counts with ``counts`` (counter name -> amount) added."""
         update: dict[str, float] = {name: getattr(self, name) + n for name, n in counts.items()}
         if elapsed_s is not None:
@@ -104,6 +115,23 @@ class PartTraffic(BaseModel):
                 elapsed_s=total.elapsed_s + part.elapsed_s,
             )
         return total
+
+    @property
+    def tokens(self) -> int:
+        """Every token counted: the judge's and the agent's, in and out."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.target_input_tokens
+            + self.target_output_tokens
+        )
+
+    def cost(self) -> RunCost:
+        """What these calls cost, ``None`` where any call's cost was not known."""
+        judge = None if self.judge_cost_unknown else round(self.judge_cost, 6)
+        target = None if self.target_cost_unknown else round(self.target_cost, 6)
+        total = None if judge is None or target is None else round(judge + target, 6)
+        return RunCost(judge=judge, target=target, total=total)
 
     def judge_traffic(self, like: JudgeTraffic) -> JudgeTraffic:
         """``like`` (its judge's name, the cache's mode and path) with these counts."""

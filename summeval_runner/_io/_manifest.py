@@ -38,10 +38,18 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
-# Where the dataset file lies is not what it holds: its content is compared by its SHA-256
-# (``Manifest.dataset``), so the same file at another path (another machine, another install of
-# the bundled sample) is the same dataset.
-_LOCATION_ONLY = frozenset({"dataset.path"})
+# Settings of the result-deciding sections that do not decide a result. Where the dataset file
+# lies is not what it holds: its content is compared by its SHA-256 (``Manifest.dataset``), so
+# the same file at another path (another machine, another install of the bundled sample) is the
+# same dataset. What a model's tokens cost changes no verdict: a price corrected on resume, or
+# changed between nights, still compares.
+NOT_DECIDING = frozenset({"dataset.path", "model.price", "target.price"})
+
+
+def _deciding(setting: str) -> bool:
+    return not any(
+        setting == skipped or setting.startswith(f"{skipped}.") for skipped in NOT_DECIDING
+    )
 
 
 def config_differences(
@@ -56,7 +64,7 @@ def config_differences(
     for section in sections:
         old, new = _flatten(before.get(section)), _flatten(now.get(section))
         for key in sorted(set(old) | set(new)):
-            if f"{section}.{key}" in _LOCATION_ONLY:
+            if not _deciding(f"{section}.{key}"):
                 continue
             if old.get(key) != new.get(key):
                 where = f"{section}.{key}" if key else section
@@ -152,6 +160,19 @@ class TokenTotals(_Part):
 
     input: int = 0
     output: int = 0
+
+
+class RunCost(_Part):
+    """What a run's calls cost, in US dollars, in every part of it (a resumed run's earlier
+    parts, killed ones included): the judge's replies at its price (a reply from the response
+    cache costs nothing; the Batch API's at its share of the price) and the agent's calls as it
+    reported them (``report_target_usage``; a run without an agent spends 0 on one). ``None``
+    where any call's cost is not known (no price given); ``total`` then too."""
+
+    judge: float | None = 0.0
+    target: float | None = 0.0
+    total: float | None = 0.0
+    currency: str = "USD"
 
 
 class JudgeNoise(_Part):
@@ -250,6 +271,9 @@ class Manifest(_Part):
     means: dict[str, float | None] = {}
     judge: JudgeTraffic | None = None
     tokens: TokenTotals | None = None
+    # The agent's tokens as it reported them, and what the run's calls cost.
+    target_tokens: TokenTotals | None = None
+    cost: RunCost | None = None
     # With RunOptions.trials > 1: how much the judge's repeated judgments of an item disagreed.
     judge_noise: JudgeNoise | None = None
     resources: Resources | None = None

@@ -35,6 +35,7 @@ from summeval_runner._io._manifest import (
     Manifest,
     MergedShard,
     Missing,
+    RunCost,
     TokenTotals,
     config_differences,
     read_manifest,
@@ -44,6 +45,7 @@ from summeval_runner._io._manifest import (
 from summeval_runner._io._shards import Shard
 from summeval_runner._io._tables import score_means
 from summeval_runner._scorers._outcome import RunCounts
+from summeval_runner._scorers._result import add_costs
 
 # Manifest fields that must agree for shards to be parts of one run.
 _SAME = ("variant", "prompt_version")
@@ -246,6 +248,19 @@ def merge_runs(
     return merged
 
 
+def _cost(runs: list[ShardRun]) -> RunCost | None:
+    """The shards' costs added up: unknown where any shard's is (or recorded none)."""
+    costs = [run.manifest.cost for run in runs]
+    if any(cost is None for cost in costs):
+        return None
+    known = [cost for cost in costs if cost is not None]
+    return RunCost(
+        judge=add_costs(cost.judge for cost in known),
+        target=add_costs(cost.target for cost in known),
+        total=add_costs(cost.total for cost in known),
+    )
+
+
 def _sum(runs: list[ShardRun], count: str) -> int:
     return sum(getattr(run.manifest.judge or JudgeTraffic(), count) for run in runs)
 
@@ -313,6 +328,11 @@ def _write_manifest(
             input=sum((run.manifest.tokens or TokenTotals()).input for run in runs),
             output=sum((run.manifest.tokens or TokenTotals()).output for run in runs),
         ),
+        target_tokens=TokenTotals(
+            input=sum((run.manifest.target_tokens or TokenTotals()).input for run in runs),
+            output=sum((run.manifest.target_tokens or TokenTotals()).output for run in runs),
+        ),
+        cost=_cost(runs),
         tables={name: path.name for name, path in merged.tables.items()},
     )
     write_manifest(building, manifest)

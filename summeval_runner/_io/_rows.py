@@ -81,15 +81,23 @@ class ItemRecord(_Frozen):
     metadata: str
     target_latency_s: float | None
     outcomes: tuple[ScorerOutcome, ...]
+    # What the agent's call used, as it reported it (None: not known, or no agent).
+    target_input_tokens: int | None = None
+    target_output_tokens: int | None = None
+    target_cost: float | None = None
 
     @classmethod
     def of(cls, result: ItemResult, position: int) -> ItemRecord:
+        usage = result.target_usage
         return cls(
             position=position,
             item_id=result.item_id,
             status=result.status,
             metadata=json.dumps(dict(result.metadata), ensure_ascii=False, default=str),
             target_latency_s=result.target_latency_s,
+            target_input_tokens=usage.input_tokens if usage is not None else None,
+            target_output_tokens=usage.output_tokens if usage is not None else None,
+            target_cost=result.target_cost,
             outcomes=tuple(
                 ScorerOutcome.of(scorer_id, outcome, trial)
                 for trial, results in enumerate(result.trials)
@@ -111,7 +119,13 @@ def rows_of(record: ItemRecord, *, run_id: str, variant: str) -> dict[str, list[
             "trial": outcome.trial,
         }
         row: dict[str, Any] = dict.fromkeys(ITEMS_SCHEMA.names) | keys
-        row |= {"target_latency_s": record.target_latency_s, "metadata": record.metadata}
+        row |= {
+            "target_latency_s": record.target_latency_s,
+            "target_input_tokens": record.target_input_tokens,
+            "target_output_tokens": record.target_output_tokens,
+            "target_cost": record.target_cost,
+            "metadata": record.metadata,
+        }
         if outcome.error is not None:
             row |= {"status": "error", **_error_columns(outcome.error)}
         elif outcome.other is not None:
@@ -159,6 +173,7 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
         "judge_retries": usage.retries,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
+        "judge_cost": usage.cost,
         "judge_latency_s": (
             usage.preprocess.latency_s + usage.analyze.latency_s + usage.reason.latency_s
         ),

@@ -55,8 +55,12 @@ ITEMS_SCHEMA = pa.schema(
         pa.field("judge_retries", pa.int32()),
         pa.field("input_tokens", pa.int64()),
         pa.field("output_tokens", pa.int64()),
+        pa.field("judge_cost", pa.float64()),
         pa.field("judge_latency_s", pa.float64()),
         pa.field("target_latency_s", pa.float64()),
+        pa.field("target_input_tokens", pa.int64()),
+        pa.field("target_output_tokens", pa.int64()),
+        pa.field("target_cost", pa.float64()),
         pa.field("metadata", pa.string()),
     ]
 )
@@ -241,7 +245,7 @@ def one_row_per_item(items: pd.DataFrame) -> pd.DataFrame:
     for column in METRICS.values():
         means = grouped[column].mean()
         collapsed[column] = means.where(scored, None)
-    for column in ("judge_calls", "judge_retries", "input_tokens", "output_tokens"):
+    for column in ("judge_calls", "judge_retries", "input_tokens", "output_tokens", "judge_cost"):
         if column in collapsed.columns:
             collapsed[column] = grouped[column].sum(min_count=1)
     result: pd.DataFrame = collapsed.reset_index(drop=True)

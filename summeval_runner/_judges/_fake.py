@@ -6,7 +6,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from summeval_runner._errors import JudgeError
-from summeval_runner._judges._protocol import STEPS, JudgeReply, JudgeRequest, Step, TokenUsage
+from summeval_runner._judges._protocol import (
+    STEPS,
+    JudgeReply,
+    JudgeRequest,
+    Price,
+    Step,
+    TokenUsage,
+)
 
 Reply: TypeAlias = "Mapping[str, Any] | str | BaseException"
 Script: TypeAlias = "Reply | Sequence[Reply] | Callable[[JudgeRequest], Reply]"
@@ -18,7 +25,8 @@ class FakeJudge:
     A step's script is one reply used for every call, a list of replies used in turn, or a
     function of the request. A reply is a mapping (valid JSON content), a string (sent as raw
     text, so a test can script malformed output) or an exception to raise. The reason step has
-    a default reply; the other steps must be scripted.
+    a default reply; the other steps must be scripted. Each reply reports ``usage``; with a
+    ``price`` its cost too (else the cost is unknown).
 
     >>> judge = FakeJudge(
     ...     preprocess={"alignment": [{"claim": "c", "supported": True, "reason": "r"}],
@@ -42,6 +50,7 @@ class FakeJudge:
         analyze: Script | None = None,
         reason: Script | None = None,
         usage: TokenUsage | None = None,
+        price: Price | None = None,
     ) -> None:
         default_reason: Reply = {"reason": "scripted by FakeJudge"}
         self._scripts: dict[Step, Script | None] = {
@@ -50,6 +59,7 @@ class FakeJudge:
             "reason": default_reason if reason is None else reason,
         }
         self._usage = usage or TokenUsage()
+        self.price = price
         self.requests: list[JudgeRequest] = []
 
     def requests_for(self, step: Step) -> list[JudgeRequest]:
@@ -64,7 +74,8 @@ class FakeJudge:
         reply = self._reply(request, position)
         if isinstance(reply, BaseException):
             raise reply
-        return JudgeReply(content=reply, usage=self._usage)
+        cost = self.price.cost(self._usage) if self.price is not None else None
+        return JudgeReply(content=reply, usage=self._usage, cost=cost)
 
     def _reply(self, request: JudgeRequest, position: int) -> Reply:
         script = self._scripts[request.step]

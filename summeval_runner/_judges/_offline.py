@@ -25,6 +25,7 @@ from typing import Any
 
 from summeval_runner._judges._lexicon import OPPOSITES
 from summeval_runner._judges._protocol import (
+    FREE,
     AnalyzeInput,
     JudgeReply,
     JudgeRequest,
@@ -126,6 +127,8 @@ class OfflineJudge:
             if getattr(settings, field.name) != field.default
         ]
         self.name = f"offline({', '.join(changed)})" if changed else "offline"
+        # It reads text on this machine: its calls cost nothing.
+        self.price = FREE
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         payload = request.payload
@@ -136,7 +139,7 @@ class OfflineJudge:
             content = analyze(payload, self.settings)
         else:
             content = {"reason": explain(payload)}
-        return JudgeReply(content=content)
+        return JudgeReply(content=content, cost=0.0)
 
 
 def _reader(settings: OfflineSettings) -> Callable[[str], Analysed]:

@@ -30,7 +30,14 @@ from summeval_runner._errors import (
     JudgeInputTooLargeError,
     MissingAPIKeyError,
 )
-from summeval_runner._judges._protocol import AsyncClosing, JudgeReply, JudgeRequest, TokenUsage
+from summeval_runner._judges._protocol import (
+    AsyncClosing,
+    JudgeReply,
+    JudgeRequest,
+    Price,
+    RateLimits,
+    TokenUsage,
+)
 from summeval_runner._secrets import (
     REDACTED,
     redact_url,
@@ -43,6 +50,9 @@ from summeval_runner._secrets import (
 # requires one.
 _NO_KEY = "no-key"
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# The request option the SDK's with_raw_response sends: the call returns the HTTP response (its
+# headers: the server's rate-limit state) and parses the body on request.
+_RAW_RESPONSE = {"X-Stainless-Raw-Response": "true"}
 
 
 class OpenAIJudgeConfig(BaseModel):
@@ -61,6 +71,9 @@ class OpenAIJudgeConfig(BaseModel):
     OpenAI-compatible server takes; ``None`` sends none): a small local model can loop inside a
     JSON array until its context is full, and a reply cut at the bound is malformed, so it is
     re-asked and then an error, in bounded time.
+    ``price`` is the model's price per million tokens (``{input: 2.5, output: 10}`` US dollars;
+    ``None``: unknown): with it a run counts what each item and the whole run cost, estimates a
+    run before it starts, and can stop at a budget (``RunOptions.max_cost``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -75,6 +88,16 @@ class OpenAIJudgeConfig(BaseModel):
     max_retries: int = Field(default=2, ge=0)
     max_input_tokens: int | None = Field(default=None, gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
+    price: Price | None = None
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One Chat Completions reply: its text, its token usage and the server's rate limits."""
+
+    content: str
+    usage: TokenUsage
+    rate_limits: RateLimits | None
 
 
 class OpenAIChat:
@@ -144,8 +167,9 @@ class OpenAIChat:
         if opened is not None:
             await opened.closer.aclose()
 
-    async def complete(self, params: dict[str, Any]) -> tuple[str, TokenUsage]:
-        """One Chat Completions call; the reply's text and its token usage.
+    async def complete(self, params: dict[str, Any]) -> ChatReply:
+        """One Chat Completions call: the reply's text, its token usage and the rate limits the
+        server reported beside it.
 
         SDK errors are translated into this package's exception tree here. A reply that is not
         JSON (a proxy's HTML page, an empty body) is a ``JudgeAPIError``, transient like a 5xx.
@@ -157,9 +181,13 @@ class OpenAIChat:
             # type transforms (the JSON schema and the messages included) and then builds a
             # ChatCompletion model from the reply, which together cost about as much CPU as the
             # HTTP exchange itself. The request, retries, errors and headers are the SDK's.
-            completion = await client.post(
-                "/chat/completions", content=json.dumps(params).encode(), cast_to=object
+            response = await client.post(
+                "/chat/completions",
+                content=json.dumps(params).encode(),
+                cast_to=object,
+                options={"headers": _RAW_RESPONSE},
             )
+            completion: Any = response.parse()  # type: ignore[attr-defined]
         except openai.APIError as error:
             raise _translate(error, redact_url(self.base_url)) from error
         except json.JSONDecodeError as error:
@@ -171,7 +199,8 @@ class OpenAIChat:
                 completion = json.loads(completion)
             except ValueError:
                 raise _not_json(redact_url(self.base_url), completion) from None
-        return _reply_of(completion)
+        content, usage = _reply_of(completion)
+        return ChatReply(content, usage, rate_limits_of(response.headers))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -211,6 +240,7 @@ class OpenAIJudge(AsyncClosing):
     def __init__(self, config: OpenAIJudgeConfig) -> None:
         self.config = config
         self.name = f"openai/{config.name}"
+        self.price = config.price
         self._chat = OpenAIChat(
             base_url=config.base_url,
             api_key_env=config.api_key_env,
@@ -274,6 +304,28 @@ class OpenAIJudge(AsyncClosing):
                     size=size,
                     limit=limit,
                 )
+        try:
+            reply = await self._chat.complete(self.request_body(request))
+        except JudgeAPIError as error:
+            if self._json_schema_refused(error):
+                # Every request would be refused alike: not retried, and the fix is named.
+                raise JudgeError(
+                    f"{' '.join(str(error).split())}; the server does not take response_format "
+                    "json_schema: set the judge's response_format to json_object, which sends "
+                    "the schema in the prompt and beside json_object"
+                ) from error
+            raise
+        price = self.config.price
+        return JudgeReply(
+            content=reply.content,
+            usage=reply.usage,
+            cost=price.cost(reply.usage) if price is not None else None,
+            rate_limits=reply.rate_limits,
+        )
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The Chat Completions body this judge sends for ``request`` (in batch mode, the
+        Batch API sends the same, one line per request)."""
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         if self.config.response_format == "json_object" and messages:
             # Only some servers read the schema beside json_object: the prompt carries the shape
@@ -294,18 +346,7 @@ class OpenAIJudge(AsyncClosing):
             params["seed"] = self.config.seed + request.trial
         if self.config.max_output_tokens is not None:
             params["max_tokens"] = self.config.max_output_tokens
-        try:
-            content, usage = await self._chat.complete(params)
-        except JudgeAPIError as error:
-            if self._json_schema_refused(error):
-                # Every request would be refused alike: not retried, and the fix is named.
-                raise JudgeError(
-                    f"{' '.join(str(error).split())}; the server does not take response_format "
-                    "json_schema: set the judge's response_format to json_object, which sends "
-                    "the schema in the prompt and beside json_object"
-                ) from error
-            raise
-        return JudgeReply(content=content, usage=usage)
+        return params
 
     def _json_schema_refused(self, error: JudgeAPIError) -> bool:
         """Whether the server refused the request for its ``response_format`` json_schema:
@@ -350,6 +391,41 @@ def _reply_of(completion: Any) -> tuple[str, TokenUsage]:
         return "", tokens
     content = message.get("content") or message.get("refusal") or ""
     return (content if isinstance(content, str) else str(content)), tokens
+
+
+def rate_limits_of(headers: Mapping[str, str]) -> RateLimits | None:
+    """The rate-limit state a server reports beside a reply (OpenAI's ``x-ratelimit-*``
+    headers: ``limit``, ``remaining`` and ``reset`` of ``tokens`` and ``requests``), or ``None``
+    when it reports none.
+
+    >>> limits = rate_limits_of(
+    ...     {"x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "6ms"}
+    ... )
+    >>> limits.remaining_tokens, limits.reset_tokens_s, limits.limit_tokens
+    (900, 0.006, None)
+    >>> rate_limits_of({}) is None
+    True
+    """
+    lower = {name.lower(): value for name, value in headers.items()}
+
+    def count(name: str) -> int | None:
+        try:
+            return int(float(lower[name]))
+        except (KeyError, ValueError):
+            return None
+
+    def seconds(name: str) -> float | None:
+        return _duration_s(lower[name]) if name in lower else None
+
+    found = RateLimits(
+        limit_tokens=count("x-ratelimit-limit-tokens"),
+        remaining_tokens=count("x-ratelimit-remaining-tokens"),
+        reset_tokens_s=seconds("x-ratelimit-reset-tokens"),
+        limit_requests=count("x-ratelimit-limit-requests"),
+        remaining_requests=count("x-ratelimit-remaining-requests"),
+        reset_requests_s=seconds("x-ratelimit-reset-requests"),
+    )
+    return None if found == RateLimits() else found
 
 
 def estimate_tokens(texts: Sequence[str] | Any) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 Step = Literal["preprocess", "analyze", "reason"]
 STEPS: tuple[Step, ...] = ("preprocess", "analyze", "reason")
@@ -172,22 +172,66 @@ class TokenUsage:
     output_tokens: int = 0
 
 
+class Price(BaseModel):
+    """What a model's tokens cost: US dollars per million input and output tokens, and the share
+    of that its provider's Batch API charges (``batch``; OpenAI's is half).
+
+    >>> Price(input=2.5, output=10).cost(TokenUsage(1_000, 500))
+    0.0075
+    >>> Price(input=2.5, output=10).cost(TokenUsage(1_000, 500), batch=True)
+    0.00375
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    batch: float = Field(default=0.5, gt=0, le=1)
+
+    def cost(self, usage: TokenUsage, *, batch: bool = False) -> float:
+        dollars = (usage.input_tokens * self.input + usage.output_tokens * self.output) / 1e6
+        return dollars * self.batch if batch else dollars
+
+
+# The offline judge's price: it reads text on this machine.
+FREE = Price(input=0, output=0)
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """What a server said of its rate limits beside a reply (OpenAI's ``x-ratelimit-*``
+    headers): the limit per minute, what is left of it, and the seconds until it is whole
+    again; for tokens and for requests. ``None`` where the server did not say."""
+
+    limit_tokens: int | None = None
+    remaining_tokens: int | None = None
+    reset_tokens_s: float | None = None
+    limit_requests: int | None = None
+    remaining_requests: int | None = None
+    reset_requests_s: float | None = None
+
+
 @dataclass(frozen=True)
 class JudgeReply:
     """A judge's answer: JSON text, or an already-parsed mapping, to validate against the step.
 
     ``retries`` counts the requests a retrying wrapper (the runner's) sent again before this
-    answer came back.
+    answer came back. ``cost`` is what the call cost in US dollars: its tokens at the judge's
+    price, 0 for a reply the response cache held, ``None`` when the price is not known.
+    ``rate_limits`` is what the server said of its limits, when it said.
     """
 
     content: str | Mapping[str, Any]
     usage: TokenUsage = field(default_factory=TokenUsage)
     retries: int = 0
+    cost: float | None = None
+    rate_limits: RateLimits | None = None
 
 
 @runtime_checkable
 class Judge(Protocol):
-    """Anything that answers judge requests. ``name`` is optional and shows in results."""
+    """Anything that answers judge requests. ``name`` is optional and shows in results;
+    ``price`` (a ``Price``), optional too, lets a run estimate and cap what its calls cost."""
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one step. Raise ``JudgeAPIError`` when the request itself fails."""
@@ -220,6 +264,12 @@ def judge_name(judge: Judge) -> str:
     """A judge's display name: its ``name`` attribute, else its class name."""
     name = getattr(judge, "name", None)
     return name if isinstance(name, str) and name else type(judge).__name__
+
+
+def judge_price(judge: Judge) -> Price | None:
+    """A judge's price per million tokens (its ``price`` attribute), or ``None``: not known."""
+    price = getattr(judge, "price", None)
+    return price if isinstance(price, Price) else None
 
 
 def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -10,14 +10,21 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
-from summeval_runner._errors import InputError, JudgeUnavailableError, RunRecordError
+from summeval_runner._errors import (
+    BudgetExhaustedError,
+    InputError,
+    JudgeUnavailableError,
+    RunRecordError,
+)
 from summeval_runner._io._datasets import Item
 from summeval_runner._io._noise import NoiseTally
 from summeval_runner._io._rows import ItemRecord
+from summeval_runner._judges._protocol import Price, TokenUsage
 from summeval_runner._runner._items import shown
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._record import RunRecorder
+from summeval_runner._runner._spend import Spend
 from summeval_runner._scorers._outcome import (
     ItemResult,
     RunCounts,
@@ -97,6 +104,8 @@ class Batch:
         reporter: ProgressReporter | None,
         recorder: RunRecorder | None,
         keep_results: bool,
+        spend: Spend | None = None,
+        count: Callable[[Mapping[str, float]], None] | None = None,
     ) -> None:
         self.scorers = scorers
         # Each trial's scorers (RunOptions.trials): the first trial's are the scorers.
@@ -109,6 +118,15 @@ class Batch:
         self.reporter = reporter
         self.recorder = recorder
         self.keep_results = keep_results
+        self.spend = spend
+        # Counts each agent call's tokens and cost into the run's traffic (and journal).
+        self.count = count
+        # A target with a price that reports no call of its own (the lead-k baseline's free
+        # one) costs nothing; a target that neither reports nor has one costs what is unknown.
+        self._target_price = getattr(target, "price", None)
+        # The budget (max_cost, max_tokens) stopped the run: no further item starts, those in
+        # flight finish what they can, and the run ends interrupted.
+        self.budget_stop: BudgetExhaustedError | None = None
         self.item_timeout_s = options.item_timeout_s
         self.item_slots = asyncio.Semaphore(options.max_items_in_flight)
         self.target_slots = asyncio.Semaphore(options.max_target_calls_in_flight)
@@ -168,7 +186,8 @@ class Batch:
             try:
                 for position, item in items:
                     await self.item_slots.acquire()
-                    if self.fatal or (stop is not None and stop.is_set()):
+                    stopping = self.budget_stop is not None or (stop is not None and stop.is_set())
+                    if self.fatal or stopping:
                         self.item_slots.release()
                         break
                     self.drawn += 1
@@ -250,6 +269,12 @@ class Batch:
             except JudgeUnavailableError as error:
                 self.stop_at_once(error)
                 return
+            except BudgetExhaustedError as error:
+                # The item is left unfinished: its next call was not made. The others in flight
+                # go on as far as the budget lets them (their calls are paid for).
+                if self.budget_stop is None:
+                    self.budget_stop = error
+                return
             if self.recorder is not None:
                 try:
                     self.recorder.write(result, position)
@@ -321,27 +346,44 @@ class Batch:
             results=dict.fromkeys(self.ids, error),
             error=error,
             target_latency_s=known.get("latency"),
+            target_usage=known.get("target_usage"),
+            target_cost=known.get("target_cost"),
         )
 
     async def evaluate(self, item: Item, progress: EvaluationProgress) -> ItemResult:
         output, latency = item.output, None
+        target_usage: TokenUsage | None = None
+        target_cost: float | None = None
         if self.target is not None:
             progress.step, progress.calls = "target", 1
             started = time.perf_counter()
             try:
                 async with self.target_slots:
-                    output = await _call_target(self.target, item.input)
+                    hold = self.spend.admit_target() if self.spend is not None else None
+                    try:
+                        output = await _call_target(self.target, item.input)
+                    finally:
+                        if self.spend is not None and hold is not None:
+                            self.spend.release(hold)
+                        target_usage, target_cost = self._target_spend(progress)
                 if not isinstance(output, str | list | Mapping):
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"
                     )
-            except JudgeUnavailableError:
+            except (JudgeUnavailableError, BudgetExhaustedError):
                 raise  # an agent behind a refused key fails every item the same way
             except (Exception, SystemExit) as error:
                 # sys.exit() in an agent is the agent's failure, not the run's end: let out, it
                 # would end the run with the agent's code (0 for nothing done).
                 latency = time.perf_counter() - started
-                return self.failed(item, _error(error, "target"), output=None, latency=latency)
+                return self.failed(
+                    item,
+                    _error(error, "target"),
+                    output=None,
+                    latency=latency,
+                    target_usage=target_usage,
+                    target_cost=target_cost,
+                )
             latency = time.perf_counter() - started
         progress.step, progress.calls = "scorer", 0
         # Every trial runs to its end before a failure of one is raised: none goes on sending
@@ -364,7 +406,30 @@ class Batch:
             error=_first_failure(trials),
             target_latency_s=latency,
             trial_results=tuple(trials) if len(trials) > 1 else (),
+            target_usage=target_usage,
+            target_cost=target_cost,
         )
+
+    def _target_spend(self, progress: EvaluationProgress) -> tuple[TokenUsage | None, float | None]:
+        """What the agent's call used, as it reported it (``report_target_usage``), counted into
+        the run's traffic: its tokens, and its cost (``None`` when not known). A target that
+        reports nothing and has a price (the lead-k baseline: free) cost nothing."""
+        counts: dict[str, float] = {"target_calls": 1}
+        if progress.target_reported:
+            usage = TokenUsage(progress.target_input_tokens, progress.target_output_tokens)
+            cost = progress.target_cost
+            counts |= {
+                "target_input_tokens": usage.input_tokens,
+                "target_output_tokens": usage.output_tokens,
+            }
+        elif isinstance(self._target_price, Price):
+            usage, cost = TokenUsage(), 0.0
+        else:
+            usage, cost = None, None
+        counts |= {"target_cost_unknown": 1} if cost is None else {"target_cost": cost}
+        if self.count is not None:
+            self.count(counts)
+        return usage, cost
 
     async def score(self, scorers: Sequence[Any], input: Any, output: Any) -> dict[str, Any]:
         """Every scorer's result (of one trial), or the ErrorInfo of the scorer that raised."""
@@ -374,7 +439,7 @@ class Batch:
         )
         results: dict[str, Any] = {}
         for scorer_id, outcome in zip(self.ids, outcomes, strict=True):
-            if isinstance(outcome, JudgeUnavailableError):
+            if isinstance(outcome, JudgeUnavailableError | BudgetExhaustedError):
                 raise outcome
             # A scorer that raised CancelledError on its own (a cancellation of the item would
             # have been raised here, not returned) failed this item like any other error.

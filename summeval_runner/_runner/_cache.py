@@ -449,7 +449,7 @@ class CachedJudge:
         cache: ResponseCache,
         identity: Mapping[str, Any],
         *,
-        on_traffic: Callable[[Mapping[str, int]], None] | None = None,
+        on_traffic: Callable[[Mapping[str, float]], None] | None = None,
     ) -> None:
         self.judge = judge
         self.cache = cache

@@ -27,6 +27,7 @@ from summeval_runner._runner._cache import (
 )
 from summeval_runner._runner._limits import LimitedJudge
 from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._spend import Spend
 from summeval_runner._scorers._questions import (
     QuestionBank,
     QuestionKey,
@@ -48,17 +49,20 @@ class JudgedScorer(Protocol):
 class JudgeStack:
     """Each distinct judge of a run, wrapped once; traffic counts and closing for all of them."""
 
-    def __init__(self, options: RunOptions) -> None:
+    def __init__(self, options: RunOptions, spend: Spend | None = None) -> None:
         self._options = options
+        # What the run has spent, and its budget: every request is admitted by it.
+        self.spend = spend
         self._limited: dict[int, LimitedJudge] = {}
         self._wrapped: dict[int, Judge] = {}
         self._banks: dict[int, QuestionBank] = {}
         # Judges this run made (copies without SDK retries): the run closes them.
         self._owned: list[Any] = []
         self.cache: ResponseCache | None = None
-        # Hears each request, retry, 429, reply's tokens and cache hit or store as it happens
-        # (a recorded run journals them); set before the first request.
-        self.on_traffic: Callable[[Mapping[str, int]], None] | None = None
+        # Hears each request, retry, 429, reply's tokens and cost, and cache hit or store as it
+        # happens (the spend counts them, a recorded run journals them); set before the first
+        # request.
+        self.on_traffic: Callable[[Mapping[str, float]], None] | None = None
         # Hears each source's question set as a judge's bank first holds it (the journal).
         self.on_questions: Callable[[str, SharedQuestions], None] | None = None
 
@@ -118,6 +122,7 @@ class JudgeStack:
             request_timeout_s=options.request_timeout_s,
             outage_timeout_s=options.outage_timeout_s,
             on_traffic=self._count,
+            spend=self.spend,
         )
         wrapped: Judge = limited
         identity = cache_identity(judge)
@@ -131,7 +136,7 @@ class JudgeStack:
         self._wrapped[key] = wrapped
         return wrapped
 
-    def _count(self, counts: Mapping[str, int]) -> None:
+    def _count(self, counts: Mapping[str, float]) -> None:
         if self.on_traffic is not None:
             self.on_traffic(counts)
 

@@ -20,8 +20,15 @@ from dataclasses import replace
 from asyncio_throttle.throttler import Throttler
 
 from summeval_runner._errors import JudgeAPIError, JudgeConnectionError, JudgeUnreachableError
-from summeval_runner._judges._protocol import Judge, JudgeReply, JudgeRequest, judge_name
+from summeval_runner._judges._protocol import (
+    Judge,
+    JudgeReply,
+    JudgeRequest,
+    judge_name,
+    judge_price,
+)
 from summeval_runner._runner._retry import RetryPolicy
+from summeval_runner._runner._spend import Spend
 
 # The slowest the adaptive rate goes, as a share of the configured rate.
 _MIN_RATE_SHARE = 0.1
@@ -134,11 +141,14 @@ class LimitedJudge:
         request_timeout_s: float | None = None,
         outage_timeout_s: float = 60.0,
         seed: int | None = None,
-        on_traffic: Callable[[Mapping[str, int]], None] | None = None,
+        on_traffic: Callable[[Mapping[str, float]], None] | None = None,
+        spend: Spend | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.judge = judge
         self._on_traffic = on_traffic
+        self._spend = spend
+        self._price = judge_price(judge)
         self.name = judge_name(judge)
         self.retry = retry or RetryPolicy(max_attempts=1)
         self.request_timeout_s = request_timeout_s
@@ -229,7 +239,7 @@ class LimitedJudge:
                     min(2 * share, self._fast_share) if share < self._fast_share else share + 0.05
                 )
 
-    def _count(self, **counts: int) -> None:
+    def _count(self, **counts: float) -> None:
         if self._on_traffic is not None:
             self._on_traffic(counts)
 
@@ -325,9 +335,10 @@ class LimitedJudge:
         its turn (a probe goes regardless).
         """
         await self._slots.acquire()
+        hold = None
         try:
-            while (hold := self._hold_until - time.monotonic()) > 0:
-                await asyncio.sleep(hold)
+            while (wait := self._hold_until - time.monotonic()) > 0:
+                await asyncio.sleep(wait)
             if self._throttler is not None:
                 # One task at a time polls the throttler (it sleeps and re-checks); the others
                 # wait their turn on the lock without waking, instead of dozens polling at once.
@@ -335,6 +346,8 @@ class LimitedJudge:
                     await self._throttler.acquire()  # type: ignore[no-untyped-call]
             if self._unreachable is not None or (self._paused and not probe):
                 raise _NotSent
+            # Raises BudgetExhaustedError when the request would pass the run's budget.
+            hold = self._spend.admit_judge(request, self._price) if self._spend else None
             self.requests_sent += 1
             self._count(requests=1)
             if retry:
@@ -356,10 +369,23 @@ class LimitedJudge:
                 raise
             self._reached()
             usage = reply.usage
+            # Counted only when there is something to count: the offline judge's free replies
+            # add no journal line.
+            spent: dict[str, float] = {}
+            if reply.cost is None:
+                spent["judge_cost_unknown"] = 1
+            elif reply.cost:
+                spent["judge_cost"] = reply.cost
             if usage.input_tokens or usage.output_tokens:
-                self._count(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+                spent |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+            if spent:
+                self._count(**spent)
+            if self._spend is not None:
+                self._spend.learn(request, usage.output_tokens)
             return reply
         finally:
+            if self._spend is not None and hold is not None:
+                self._spend.release(hold)
             self._slots.release()
 
     async def _call(self, request: JudgeRequest) -> JudgeReply:

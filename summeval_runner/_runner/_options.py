@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._shards import Shard
@@ -19,6 +19,7 @@ from summeval_runner._runner._retry import RetryPolicy
 
 # The name Mastra's runEvals (the seed's API) gives the bound on items in flight.
 _ALIASES = {"concurrency": "max_items_in_flight"}
+RunMode = Literal["interactive", "batch"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +35,17 @@ class RunOptions:
       429s and raised again while requests succeed.
     - ``judge_rpm``: judge requests per minute, paced evenly (``None``: no limit); adapts to
       429s like the bound above.
+    - ``judge_tpm``: judge tokens per minute, paced by each request's estimate (its prompt at
+      four bytes a token, and its reply as the replies of its kind so far), corrected by the
+      tokens the reply reports (``None``: no limit). The server's ``x-ratelimit-remaining-*``
+      and ``x-ratelimit-reset-*`` headers hold requests back before a 429 would.
+    - ``max_cost``: US dollars the run may spend, the judge's and the agent's calls together
+      (``None``: no cap; needs the judge's price). ``max_tokens``: tokens it may use, likewise.
+      A call that would pass either is not made: the run stops as interrupted (resumable, with
+      a larger budget); what earlier parts of a resumed run spent counts.
+    - ``mode``: ``interactive``, or ``batch``: each round of judge calls goes to the provider's
+      Batch API (half price at OpenAI; results within ``batch_window``), polled every
+      ``batch_poll_s`` seconds, at most ``batch_max_requests`` requests a batch.
     - ``request_timeout_s``: seconds for one judge request, then it is retried; ``item_timeout_s``:
       seconds for one item (agent and judge calls), then it is an error. ``None``: no limit.
     - ``outage_timeout_s``: when the judge cannot be connected to (connection refused, DNS or
@@ -79,6 +91,12 @@ class RunOptions:
     max_error_rate: float = 0.0
     variant: str | None = None
     trials: int = 1
+    judge_tpm: float | None = None
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    mode: RunMode = "interactive"
+    batch_poll_s: float = 30.0
+    batch_max_requests: int = 10_000
 
     def __post_init__(self) -> None:
         for name in (
@@ -86,14 +104,26 @@ class RunOptions:
             "max_target_calls_in_flight",
             "max_judge_requests_in_flight",
             "trials",
+            "batch_max_requests",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        for name in ("judge_rpm", "request_timeout_s", "item_timeout_s"):
+        for name in ("judge_rpm", "judge_tpm", "request_timeout_s", "item_timeout_s", "max_cost"):
             value = getattr(self, name)
             if value is not None and not _positive(value):
                 raise ConfigError(f"{name} must be > 0, or None (null) for no limit; got {value!r}")
+        tokens = self.max_tokens
+        if tokens is not None and (
+            isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1
+        ):
+            raise ConfigError(
+                f"max_tokens must be an integer >= 1, or None (null) for no cap; got {tokens!r}"
+            )
+        if self.mode not in get_args(RunMode):
+            raise ConfigError(f"mode must be interactive or batch, got {self.mode!r}")
+        if not _positive(self.batch_poll_s):
+            raise ConfigError(f"batch_poll_s must be > 0, got {self.batch_poll_s!r}")
         if not _positive(self.outage_timeout_s):
             raise ConfigError(f"outage_timeout_s must be > 0, got {self.outage_timeout_s!r}")
         if not _number(self.shutdown_grace_s) or self.shutdown_grace_s < 0:

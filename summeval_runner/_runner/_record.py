@@ -220,7 +220,7 @@ class RunRecorder:
                     error,
                 )
 
-    def count_traffic(self, counts: Mapping[str, int]) -> None:
+    def count_traffic(self, counts: Mapping[str, float]) -> None:
         """Add ``counts`` (``requests``, ``retries``, ``throttled_429``, ``input_tokens``,
         ``output_tokens``, ``cache_hits``, ``cache_stored`` -> amount) to this part's traffic and
         journal it at once: a request is counted as it goes out, before any reply.
@@ -301,6 +301,10 @@ class RunRecorder:
                     # Every attempt of every part: retried, failed and killed requests too.
                     "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
                     "tokens": TokenTotals(input=traffic.input_tokens, output=traffic.output_tokens),
+                    "target_tokens": TokenTotals(
+                        input=traffic.target_input_tokens, output=traffic.target_output_tokens
+                    ),
+                    "cost": traffic.cost(),
                     "resources": Resources(
                         cpu_s=round(time.process_time() - self._cpu_clock, 3),
                         peak_rss_mb=peak_rss_mb(),
@@ -344,6 +348,10 @@ class RunRecorder:
                 "hook_errors": self.manifest.hook_errors + hook_errors,
                 "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
                 "tokens": TokenTotals(input=traffic.input_tokens, output=traffic.output_tokens),
+                "target_tokens": TokenTotals(
+                    input=traffic.target_input_tokens, output=traffic.target_output_tokens
+                ),
+                "cost": traffic.cost(),
             }
         )
         with contextlib.suppress(OSError):

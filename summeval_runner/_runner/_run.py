@@ -22,7 +22,15 @@ from summeval_runner._errors import (
     RunRecordError,
 )
 from summeval_runner._io._datasets import DatasetFile, Item
-from summeval_runner._io._manifest import JudgeNoise, JudgeTraffic, Manifest, RunStatus
+from summeval_runner._io._manifest import (
+    JudgeNoise,
+    JudgeTraffic,
+    Manifest,
+    RunCost,
+    RunStatus,
+    TokenTotals,
+)
+from summeval_runner._judges._protocol import Price, judge_price
 from summeval_runner._runner._batch import Batch, Hook
 from summeval_runner._runner._items import prepare
 from summeval_runner._runner._judge_stack import JudgeStack
@@ -30,6 +38,7 @@ from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._record import RunPlan, RunRecorder, final_status, unfinished_items
 from summeval_runner._runner._setup import describe_setup
+from summeval_runner._runner._spend import Spend
 from summeval_runner._scorers._outcome import ItemResult, RunCounts, gate_failure
 from summeval_runner._secrets import scrub
 
@@ -75,6 +84,10 @@ class EvalRunResult:
     manifest: Manifest | None = None
     tables: Mapping[str, Path] = field(default_factory=dict)
     judge_noise: JudgeNoise | None = None
+    cost: RunCost = field(default_factory=RunCost)
+    target_tokens: TokenTotals = field(default_factory=TokenTotals)
+    budget_exhausted: bool = False
+    stopped_because: str | None = None
 
     @property
     def error_rate(self) -> float:
@@ -174,9 +187,20 @@ async def run_evals(
             "resume=True needs data whose content can be checked against the run's: a list of "
             f"items or a DatasetFile, got {type(data).__name__}"
         )
+    _check_budget(opts, scorers, target)
     items = prepare(data, scorers, target is not None, opts.shard, total)
-    judges = JudgeStack(opts)
+    spend = Spend(max_cost=opts.max_cost, max_tokens=opts.max_tokens, batch=opts.mode == "batch")
+    judges = JudgeStack(opts, spend)
     recorder: RunRecorder | None = None
+
+    def count(counts: Mapping[str, float]) -> None:
+        # Every request, reply and agent call: the spend (and the budget) hear of it, and a
+        # recorded run journals it, as it happens.
+        spend.observe(counts)
+        if recorder is not None:
+            recorder.count_traffic(counts)
+
+    judges.on_traffic = count
     try:
         # Opens the response cache: a cache that cannot be opened fails before any write.
         bound = judges.bind(scorers)
@@ -190,7 +214,7 @@ async def run_evals(
                 selected=items.selected,
             )
             recorder = RunRecorder.open(Path(output_dir), resume=resume, plan=plan)
-            judges.on_traffic = recorder.count_traffic
+            spend.add_earlier(recorder.traffic())
             judges.on_questions = recorder.write_questions
             judges.seed_questions(recorder.recorded_questions)
         kept = recorder.kept if recorder is not None else frozenset()
@@ -204,13 +228,17 @@ async def run_evals(
             reporter=(
                 ProgressReporter(
                     to_do if to_do is not None else total,
-                    details=judges.describe if judges else None,
+                    details=lambda: "; ".join(
+                        part for part in (judges.describe(), spend.describe()) if part
+                    ),
                 )
                 if opts.progress
                 else None
             ),
             recorder=recorder,
             keep_results=keep_results,
+            spend=spend,
+            count=count,
         )
     except BaseException:
         try:
@@ -251,7 +279,7 @@ async def run_evals(
                     raise
     if batch.fatal:
         raise batch.fatal[0]
-    result = _result(batch, recorded, items.selected, stopped, opts, judges, output_dir)
+    result = _result(batch, recorded, items.selected, stopped, opts, judges, output_dir, spend)
     _warn_of_losses(result)
     return result
 
@@ -264,7 +292,9 @@ def _result(
     opts: RunOptions,
     judges: JudgeStack,
     output_dir: str | Path | None,
+    spend: Spend,
 ) -> EvalRunResult:
+    budget_exhausted = batch.budget_stop is not None
     if recorded is not None:
         manifest, tables = recorded
         assert manifest.counts is not None
@@ -281,10 +311,15 @@ def _result(
             manifest=manifest,
             tables=tables,
             judge_noise=manifest.judge_noise,
+            cost=manifest.cost or RunCost(),
+            target_tokens=manifest.target_tokens or TokenTotals(),
+            budget_exhausted=budget_exhausted,
+            stopped_because=manifest.stopped_because,
         )
     unfinished = unfinished_items(selected, kept=0, drawn=batch.drawn, finished=batch.finished)
-    ending, _ = _ending(batch, stopped)
+    ending, because = _ending(batch, stopped)
     status = final_status(ending, unfinished)
+    spent = spend.traffic()
     return EvalRunResult(
         means={
             scorer_id: statistics.fmean(scores) if scores else None
@@ -298,6 +333,12 @@ def _result(
         max_error_rate=opts.max_error_rate,
         judge_traffic=judges.traffic(),
         judge_noise=batch.noise.result(opts.trials) if batch.noise is not None else None,
+        cost=spent.cost(),
+        target_tokens=TokenTotals(
+            input=spent.target_input_tokens, output=spent.target_output_tokens
+        ),
+        budget_exhausted=budget_exhausted,
+        stopped_because=because,
     )
 
 
@@ -328,6 +369,8 @@ def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str
     stopped before every item was drawn, or cancelled), else ``completed`` (which becomes
     ``interrupted`` if items were left unfinished: the one who counts them decides)."""
     fatal = batch.fatal[0] if batch.fatal else None
+    if fatal is None and batch.budget_stop is not None:
+        return "interrupted", scrub(str(batch.budget_stop))
     if isinstance(fatal, JudgeAuthError):
         return "aborted", scrub(str(fatal))
     if isinstance(fatal, JudgeUnreachableError):
@@ -341,6 +384,27 @@ def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str
     if stopped is not None or not batch.exhausted:
         return "interrupted", None
     return "completed", None
+
+
+def _check_budget(opts: RunOptions, scorers: Sequence[Scorer], target: Any) -> None:
+    """A budget in US dollars needs every call's price: refuse it before any call when the
+    judge's (or an agent's that has a price setting) is not known."""
+    if opts.max_cost is None:
+        return
+    for scorer in scorers:
+        judge = getattr(scorer, "judge", None)
+        if judge is not None and judge_price(judge) is None:
+            raise ConfigError(
+                f"max_cost ({opts.max_cost:g} USD) needs the judge's price, and judge "
+                f"{getattr(judge, 'name', type(judge).__name__)} has none: give its price per "
+                "million tokens (model.price={input: ..., output: ...}), or cap tokens with "
+                "max_tokens instead"
+            )
+    if target is not None and hasattr(target, "price") and not isinstance(target.price, Price):
+        raise ConfigError(
+            f"max_cost ({opts.max_cost:g} USD) needs the agent's price too, and it has none: "
+            "give target.price={input: ..., output: ...} (US dollars per million tokens)"
+        )
 
 
 def run_evals_sync(**kwargs: Any) -> EvalRunResult:

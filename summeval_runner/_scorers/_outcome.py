@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from summeval_runner._judges._protocol import TokenUsage
 from summeval_runner._scorers._result import ErrorInfo, Status
 
 
@@ -93,7 +94,8 @@ class ItemResult:
     raised, or when the target failed or the item timed out (then every scorer has it).
     ``error`` is the item's first failure: the target's, else a scorer's. With several trials
     (``RunOptions.trials``), ``trial_results`` holds each trial's results, the first of them
-    ``results``; a run of one trial leaves it empty.
+    ``results``; a run of one trial leaves it empty. ``target_usage`` and ``target_cost`` are
+    what the agent's call used, as it reported it (``None``: not known; no agent, none).
     """
 
     item_id: str
@@ -104,6 +106,8 @@ class ItemResult:
     error: ErrorInfo | None
     target_latency_s: float | None
     trial_results: tuple[Mapping[str, Any], ...] = ()
+    target_usage: TokenUsage | None = None
+    target_cost: float | None = None
 
     @property
     def trials(self) -> tuple[Mapping[str, Any], ...]:

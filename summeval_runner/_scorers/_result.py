@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
@@ -28,10 +28,13 @@ class _Frozen(BaseModel):
 
 
 class StepUsage(_Frozen):
-    """What one step cost: judge calls (re-asks included), tokens, and wall time in seconds.
+    """What one step cost: judge calls (re-asks included), tokens, wall time in seconds, and
+    US dollars.
 
     ``retries`` counts requests sent again after a transient failure (a 429, a 5xx, a timeout)
-    by a retrying wrapper such as ``summeval-run``'s; ``calls`` does not include them.
+    by a retrying wrapper such as ``summeval-run``'s; ``calls`` does not include them. ``cost``
+    is the replies' cost at the judge's price (a reply the response cache held costs 0);
+    ``None`` when the judge's price is not known.
     """
 
     calls: int = 0
@@ -39,6 +42,7 @@ class StepUsage(_Frozen):
     output_tokens: int = 0
     latency_s: float = 0.0
     retries: int = 0
+    cost: float | None = 0.0
 
 
 class Usage(_Frozen):
@@ -66,6 +70,25 @@ class Usage(_Frozen):
             self.preprocess.output_tokens + self.analyze.output_tokens + self.reason.output_tokens
         )
 
+    @property
+    def cost(self) -> float | None:
+        """US dollars over the steps; ``None`` when any step's cost is not known."""
+        return add_costs(step.cost for step in (self.preprocess, self.analyze, self.reason))
+
+
+def add_costs(costs: Iterable[float | None]) -> float | None:
+    """The sum of some costs, or ``None`` if any of them is not known.
+
+    >>> add_costs([0.5, 0.25]), add_costs([0.5, None])
+    (0.75, None)
+    """
+    total = 0.0
+    for cost in costs:
+        if cost is None:
+            return None
+        total += cost
+    return total
+
 
 FailedStep = Literal["target", "preprocess", "analyze", "reason", "scorer"]
 
@@ -91,16 +114,41 @@ class ErrorInfo(_Frozen):
 class EvaluationProgress:
     """Where one item's evaluation has got to: the step in progress and the judge calls made so
     far. The runner reads it when it stops an item from outside (``item_timeout_s``), so the
-    error names the step that was slow, not only the item."""
+    error names the step that was slow, not only the item. The agent under test adds what its
+    calls used (``report_target_usage``): the runner counts it apart from the judge's."""
 
     step: FailedStep | None = None
     calls: int = 0
+    target_input_tokens: int = 0
+    target_output_tokens: int = 0
+    target_cost: float | None = 0.0
+    target_reported: bool = False
 
 
 # Set by the runner for each item; the summarization scorer reports each judge call into it.
 EVALUATION_PROGRESS: ContextVar[EvaluationProgress | None] = ContextVar(
     "summeval_evaluation_progress", default=None
 )
+
+
+def report_target_usage(
+    *, input_tokens: int = 0, output_tokens: int = 0, cost: float | None = None
+) -> None:
+    """Tell the run what a call of the agent under test used: its tokens, and its cost in US
+    dollars (``None``: not known). Call it from the agent, once per model call, while
+    ``run_evals`` runs it; the run counts the agent's tokens and cost apart from the judge's
+    (``target_*`` columns of ``items.parquet``, the manifest's ``cost``), and a budget
+    (``RunOptions.max_cost``, ``max_tokens``) counts them. Outside a run it does nothing.
+    """
+    progress = EVALUATION_PROGRESS.get()
+    if progress is None:
+        return
+    progress.target_reported = True
+    progress.target_input_tokens += input_tokens
+    progress.target_output_tokens += output_tokens
+    progress.target_cost = (
+        None if cost is None or progress.target_cost is None else progress.target_cost + cost
+    )
 
 
 def asked_questions(questions: Sequence[str], max_questions: int) -> tuple[str, ...]:

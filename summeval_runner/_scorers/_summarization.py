@@ -65,6 +65,7 @@ from summeval_runner._scorers._result import (
     StepUsage,
     SummarizationResult,
     Usage,
+    add_costs,
     alignment_of,
     asked_questions,
     coverage_of,
@@ -152,6 +153,7 @@ class _Meter:
         output_tokens: int,
         latency_s: float,
         retries: int = 0,
+        cost: float | None = 0.0,
     ) -> None:
         so_far = self.usage.get(step, StepUsage())
         self.usage[step] = StepUsage(
@@ -160,6 +162,7 @@ class _Meter:
             output_tokens=so_far.output_tokens + output_tokens,
             latency_s=so_far.latency_s + latency_s,
             retries=so_far.retries + retries,
+            cost=add_costs((so_far.cost, cost)),
         )
 
     def frozen(self) -> Usage:
@@ -413,6 +416,7 @@ class SummarizationScorer(AsyncClosing):
                 output_tokens=reply.usage.output_tokens,
                 latency_s=time.perf_counter() - started,
                 retries=reply.retries,
+                cost=reply.cost,
             )
             raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
             try:

@@ -1,0 +1,144 @@
+"""What a run has spent, and the budget it may not pass (``max_cost``, ``max_tokens``).
+
+Every judge reply's tokens and cost, and every agent call's, reach ``Spend`` as the same counts
+the journal's traffic lines hold (``observe``), so the budget sees what the manifest will say,
+the earlier parts of a resumed run included. Before a judge request goes out, and before the
+agent is called, its cost and tokens are estimated and held back (``admit``): the request goes
+only if what was spent, what the requests in flight hold and its own estimate stay within the
+budget; its reply then replaces the estimate with what it cost (``release`` and ``observe``).
+
+A judge request's estimate is its prompt as rendered (four bytes of text a token, the schema
+included) and a reply as long as the mean of the replies of its kind so far (before the first,
+a careful model's reply: ``model_reply``), at the judge's price. An agent call's is the mean of
+its calls so far (nothing before the first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from summeval_runner._errors import BudgetExhaustedError
+from summeval_runner._io._journal import PartTraffic
+from summeval_runner._judges._protocol import JudgeRequest, Price, TokenUsage
+from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What an admitted call holds back of the budget until its reply is counted."""
+
+    cost: float
+    tokens: int
+
+
+_NOTHING = Hold(0.0, 0)
+
+
+class Spend:
+    """A run's spend so far and its budget (``None``: no cap)."""
+
+    def __init__(self, *, max_cost: float | None, max_tokens: int | None, batch: bool) -> None:
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
+        self._batch = batch
+        self._earlier = PartTraffic()
+        self._now = PartTraffic()
+        self._held = Hold(0.0, 0)
+        # Output tokens of the judge's replies so far, per kind of request: (sum, count).
+        self._outputs: dict[str, tuple[int, int]] = {}
+        self.exhausted: BudgetExhaustedError | None = None
+
+    @property
+    def capped(self) -> bool:
+        return self.max_cost is not None or self.max_tokens is not None
+
+    def add_earlier(self, earlier: PartTraffic) -> None:
+        """What the earlier parts of a resumed run spent: it counts against the budget."""
+        self._earlier = earlier
+
+    def observe(self, counts: Mapping[str, float]) -> None:
+        """Add traffic counts (``input_tokens``, ``judge_cost``, ``target_cost``, ...)."""
+        self._now = self._now.plus(counts)
+
+    def traffic(self) -> PartTraffic:
+        """Every part's traffic so far, this one's included."""
+        return PartTraffic.total((self._earlier, self._now))
+
+    def learn(self, request: JudgeRequest, output_tokens: int) -> None:
+        """A reply's output tokens, for the estimates of later requests of its kind."""
+        total, count = self._outputs.get(request.schema_name, (0, 0))
+        self._outputs[request.schema_name] = (total + output_tokens, count + 1)
+
+    def expected(self, request: JudgeRequest) -> TokenUsage:
+        """A judge request's tokens, estimated before it is sent."""
+        total, count = self._outputs.get(request.schema_name, (0, 0))
+        output = round(total / count) if count else expected_output_tokens(request)
+        return TokenUsage(request_tokens(request), output)
+
+    def admit_judge(self, request: JudgeRequest, price: Price | None) -> Hold:
+        """Hold back a judge request's estimate, or raise ``BudgetExhaustedError``: it would
+        take the run past its budget."""
+        if not self.capped:
+            return _NOTHING
+        usage = self.expected(request)
+        cost = price.cost(usage, batch=self._batch) if price is not None else 0.0
+        kind = "claims" if request.schema_name == "summarization_claims" else request.step
+        return self._admit(Hold(cost, usage.input_tokens + usage.output_tokens), f"{kind} request")
+
+    def admit_target(self) -> Hold:
+        """Hold back an agent call's estimate (its calls' mean so far), or raise."""
+        if not self.capped:
+            return _NOTHING
+        spent = self.traffic()
+        calls = spent.target_calls
+        if not calls:
+            return self._admit(_NOTHING, "agent call")
+        tokens = (spent.target_input_tokens + spent.target_output_tokens) / calls
+        return self._admit(Hold(spent.target_cost / calls, round(tokens)), "agent call")
+
+    def _admit(self, hold: Hold, what: str) -> Hold:
+        spent = self.traffic()
+        if self.max_cost is not None:
+            cost = spent.judge_cost + spent.target_cost
+            if cost + self._held.cost + hold.cost > self.max_cost:
+                self._exhaust(
+                    "max_cost",
+                    f"the budget max_cost ({self.max_cost:g} USD) would be passed by the next "
+                    f"{what} (about {hold.cost:.4f} USD): {cost:.4f} USD spent, "
+                    f"{self._held.cost:.4f} held by calls in flight",
+                )
+        if self.max_tokens is not None:
+            tokens = spent.tokens
+            if tokens + self._held.tokens + hold.tokens > self.max_tokens:
+                self._exhaust(
+                    "max_tokens",
+                    f"the budget max_tokens ({self.max_tokens:,}) would be passed by the next "
+                    f"{what} (about {hold.tokens:,} tokens): {tokens:,} tokens used, "
+                    f"{self._held.tokens:,} held by calls in flight",
+                )
+        self._held = Hold(self._held.cost + hold.cost, self._held.tokens + hold.tokens)
+        return hold
+
+    def _exhaust(self, limit: str, message: str) -> None:
+        error = BudgetExhaustedError(
+            f"{message}; the run stops, resumable with a larger budget", limit=limit
+        )
+        if self.exhausted is None:
+            self.exhausted = error
+        raise error
+
+    def release(self, hold: Hold) -> None:
+        """An admitted call is done: what it cost is counted by ``observe`` instead."""
+        self._held = Hold(self._held.cost - hold.cost, self._held.tokens - hold.tokens)
+
+    def describe(self) -> str:
+        """The spend for the progress display: cost so far, and the budget."""
+        spent = self.traffic()
+        cost = spent.cost().total
+        shown = "cost unknown" if cost is None else f"cost ${cost:,.4f}"
+        if self.max_cost is not None:
+            shown += f" of ${self.max_cost:,.2f}"
+        if self.max_tokens is not None:
+            shown += f", tokens {spent.tokens:,} of {self.max_tokens:,}"
+        return shown
