@@ -132,8 +132,13 @@
     render() {
       this.mount.replaceChildren(this.controls(), this.countLine(), this.table(), this.pager());
       this.dialog = el("dialog", { id: "item-view", "aria-labelledby": "item-title" });
+      // A click on the backdrop closes the item (the dialog element is the target of clicks
+      // on its own padding too, so the click's place decides).
       this.dialog.addEventListener("click", (event) => {
-        if (event.target === this.dialog) this.dialog.close();
+        const box = this.dialog.getBoundingClientRect();
+        const outside = event.clientX < box.left || event.clientX > box.right
+          || event.clientY < box.top || event.clientY > box.bottom;
+        if (event.target === this.dialog && outside) this.dialog.close();
       });
       this.mount.append(this.dialog);
       this.refresh();
