@@ -1,7 +1,7 @@
-"""Comparing runs (issue 5): paired statistics, the regression gate, history, the HTML report.
+"""Comparing runs (issue 5): paired statistics, the regression gate, history.
 
-``summeval-compare`` and ``summeval-run`` run in this process (``tests/app.py``); only the
-browser that opens the report is another process.
+``summeval-compare`` and ``summeval-run`` run in this process (``tests/app.py``). The HTML
+report's tests are in ``tests/test_report.py``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,6 @@ import asyncio
 import json
 import random
 import re
-import subprocess
-import tempfile
-from html.parser import HTMLParser
 from pathlib import Path
 
 import duckdb
@@ -44,7 +41,6 @@ from tests.app import (
     run_sweep,
     summeval_compare,
 )
-from tests.browser import SKIP_BROWSER_TESTS, chromium
 from tests.chat_server import ChatServer, Fault
 from tests.documents import write_dataset
 
@@ -314,99 +310,6 @@ def test_history_reads_a_run_whose_timestamp_has_no_offset(tmp_path: Path) -> No
     assert "(2 runs)" in completed.stdout
 
 
-class Elements(HTMLParser):
-    """Every element's tag and attribute names in a page: what the browser made of it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[str] = []
-        self.attrs: list[list[str]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        self.attrs.append([name for name, _ in attrs])
-
-
-def run_chromium(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [
-                chromium(),
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={profile}",
-                "--enable-logging=stderr",
-                "--v=0",
-                *flags,
-                page.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-
-ATTACK = (
-    "<script>console.error('xss'); document.title = 'PWNED'</script>"
-    "<img src=x onerror=\"console.error('xss-img'); document.title = 'PWNED'\">"
-)
-
-
-def test_the_report_opens_in_chromium_and_planted_html_stays_text(
-    planted: tuple[Path, Path],
-) -> None:
-    base, _ = planted
-    scores = baseline_scores()
-    attacked = make_run(
-        base.parent / "attacked",
-        "variant <b>bold</b>",
-        scores,
-        summaries={"item-000": f"A fine summary. {ATTACK}"},
-    )
-    report = write_report([attacked], base.parent / "report.html", baseline=base)
-
-    dom = run_chromium(report, "--dump-dom")
-    shot = run_chromium(
-        report, f"--screenshot={base.parent / 'report.png'}", "--window-size=1280,900"
-    )
-
-    assert dom.returncode == 0, dom.stderr
-    assert "CONSOLE" not in dom.stderr  # nothing logged: no error, and the planted code never ran
-    assert "<title>Comparison of 2 runs</title>" in dom.stdout
-    elements = Elements()
-    elements.feed(dom.stdout)
-    assert "script" not in elements.tags
-    assert not [attrs for attrs in elements.attrs if any(name.startswith("on") for name in attrs)]
-    assert "&lt;script&gt;console.error('xss')" in dom.stdout
-    assert "variant &lt;b&gt;bold&lt;/b&gt;" in dom.stdout
-    assert shot.returncode == 0
-    assert (base.parent / "report.png").stat().st_size > 10_000
-
-
-def test_a_report_of_one_run_has_every_item_and_its_verdicts(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    completed = run_app(run_dir, "dataset.limit=3", "runner.progress=false")
-    assert completed.returncode == 0, completed.stderr
-
-    report = write_report([run_dir], tmp_path / "one.html")
-
-    text = report.read_text(encoding="utf-8")
-    items = pd.read_parquet(run_dir / "items.parquet")
-    claims = pd.read_parquet(run_dir / "alignment.parquet")
-    assert all(f"<td>{item}</td>" in text for item in items["item_id"])
-    assert text.count("<details>") >= 3
-    assert claims["claim"].iloc[0].replace("'", "&#x27;") in text
-    assert "Does the text say that" in text
-    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
-
-
 def test_a_sweep_writes_its_comparison_and_report(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     completed = run_sweep(sweep, "target.k=1,3", "dataset.limit=8", "runner.progress=false")
@@ -418,7 +321,6 @@ def test_a_sweep_writes_its_comparison_and_report(tmp_path: Path) -> None:
     comparison = pd.read_parquet(sweep / "comparison.parquet").set_index(["variant", "dimension"])
     assert comparison.loc[(variants[1], "score"), "baseline"] == variants[0]
     assert comparison.loc[(variants[1], "score"), "mean_diff"] > 0
-    assert (sweep / "report.html").read_text(encoding="utf-8").count("<h2>Items: dataset") == 2
     for variant in variants:
         assert set(pd.read_parquet(sweep / variant / "items.parquet")["variant"]) == {variant}
 
@@ -958,20 +860,6 @@ def test_runs_with_their_own_ids_over_changed_data_get_no_content_warning(tmp_pa
     assert compared.returncode == 0, compared.stderr
     assert "dataset: after has inputs sha256" in compared.stderr  # the data changed: it says so
     assert "derived from their content" not in compared.stderr
-
-
-def test_a_browser_test_fails_without_chromium_unless_told_to_skip(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))  # no chromium here
-    monkeypatch.delenv(SKIP_BROWSER_TESTS, raising=False)
-
-    with pytest.raises(pytest.fail.Exception, match=r"apt-get install chromium"):
-        chromium()
-
-    monkeypatch.setenv(SKIP_BROWSER_TESTS, "1")
-    with pytest.raises(pytest.skip.Exception):
-        chromium()
 
 
 # The dataset a comparison checks is the documents summarized (issue 16, point 6): not the

@@ -1,17 +1,27 @@
 """The HTML report: one self-contained file for a run or a comparison of runs.
 
-No script, no external resource: styles are inline, plots are inline SVG, and an item's claims,
-questions and verdicts open with ``<details>``. Every text that comes from data (summaries,
-sources, reasons, labels, ids) is escaped, and a Content-Security-Policy forbids scripts as a
-second guard, so a summary holding ``<script>`` is shown as text and never runs.
+The page needs nothing from the network and loads nothing: styles and its one script are inline,
+plots are inline SVG built here (``_report_plots``), and the items (every item of every run, with
+its summary, reason, claims and questions) are embedded as data (``_report_data``) that the
+viewer script (``_report_viewer.js``) turns into a table to sort, filter and search, and an item's
+variants side by side. Every text from the data is escaped where this module writes it, and
+reaches the page through DOM APIs where the viewer does, so a summary holding ``<script>`` shows
+as text. A Content-Security-Policy allows only the page's own script and stylesheet, by their
+SHA-256 hashes, as a second guard.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,42 +29,61 @@ import pandas as pd
 
 from summeval_runner._io._agreement import AGREEMENT, agreement_rows, figure_note
 from summeval_runner._io._compare import Run, compare_loaded, load_runs, run_counts
-from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
+from summeval_runner._io._manifest import MANIFEST
+from summeval_runner._io._report_data import (
+    COST_COLUMNS,
+    embedded,
+    present,
+    text_or_none,
+    viewer_data,
+)
+from summeval_runner._io._report_plots import (
+    Series,
+    check_history,
+    colours,
+    distributions_section,
+    swatch,
+    trends_section,
+)
+from summeval_runner._scorers._result import METRICS
 
-# Beyond this many items a run's table lists the lowest scores and says what it left out.
-MAX_ITEMS_LISTED = 2000
-_CHANGED_LISTED = 10
-_BINS = 10
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-_STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem; color: #1d232a; max-width: 1200px; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-table { border-collapse: collapse; margin: .5rem 0 1rem; }
-th, td { border-bottom: 1px solid #dde2e8; padding: .3rem .6rem; text-align: left;
-  vertical-align: top; }
-th { background: #f3f5f8; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.num, td.ci { white-space: nowrap; }
-.worse { color: #b3261e; } .better { color: #1b6e3a; } .muted { color: #66707c; }
-details summary { cursor: pointer; } details div { margin: .4rem 0 .6rem 1rem; }
-.ok { color: #1b6e3a; } .no { color: #b3261e; }
-.plots { display: flex; flex-wrap: wrap; gap: 1rem; }
-figure { margin: 0; } figcaption { font-size: 12px; color: #66707c; }
-pre { white-space: pre-wrap; background: #f7f8fa; padding: .5rem; margin: .3rem 0; }
-"""
+
+@cache
+def _asset(name: str) -> str:
+    """The text of one of the report's files shipped with the package (script, stylesheet)."""
+    return resources.files("summeval_runner._io").joinpath(name).read_text(encoding="utf-8")
+
+
+def _sha256_source(text: str) -> str:
+    """A CSP source that allows exactly the inline element whose text is ``text``."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode()}'"
+
+
+def content_security_policy(script: str, style: str) -> str:
+    """Nothing but the page's own script and stylesheet (by hash) and data: images; no
+    connection, frame, form, plugin or base URL."""
+    return (
+        f"default-src 'none'; script-src {_sha256_source(script)}; "
+        f"style-src {_sha256_source(style)}; img-src data:; base-uri 'none'; form-action 'none'"
+    )
 
 
 def _e(value: Any) -> str:
     """Escape for HTML text and attributes: data never becomes markup."""
+    value = present(value)
     return html.escape("" if value is None else str(value), quote=True)
 
 
 def _number(value: Any, digits: int = 3) -> str:
+    value = present(value)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     return f"{float(value):.{digits}f}"
 
 
 def _interval(low: Any, high: Any) -> str:
+    low, high = present(low), present(high)
     if (
         low is None
         or high is None
@@ -62,6 +91,82 @@ def _interval(low: Any, high: Any) -> str:
     ):
         return ""
     return f"[{float(low):.3f}, {float(high):.3f}]"
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """What a run cost, as its manifest (or, without one, its items) recorded it; None where
+    a price is unknown."""
+
+    judge: float | None
+    target: float | None
+    total: float | None
+    currency: str = "USD"
+
+
+def _finite(value: Any) -> float | None:
+    value = present(value)
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _manifest_cost(run: Run) -> Mapping[str, Any] | None:
+    """The manifest's ``cost``: a field of newer manifests, read as the model has it, or from
+    the file where this version's model does not know the field."""
+    cost: Any = getattr(run.manifest, "cost", None)
+    if cost is None and run.manifest.model_extra:
+        cost = run.manifest.model_extra.get("cost")
+    if cost is None:
+        try:
+            cost = json.loads((run.path / MANIFEST).read_text(encoding="utf-8")).get("cost")
+        except (OSError, ValueError, AttributeError):
+            return None
+    if hasattr(cost, "model_dump"):
+        cost = cost.model_dump()
+    return cost if isinstance(cost, Mapping) else None
+
+
+def run_cost(run: Run) -> RunCost:
+    """The run's cost: the manifest's, else the sum of its items' ``judge_cost`` and
+    ``target_cost`` where every item's is known; unknown otherwise."""
+    recorded = _manifest_cost(run)
+    if recorded is not None:
+        judge, target = _finite(recorded.get("judge")), _finite(recorded.get("target"))
+        total = (
+            _finite(recorded.get("total"))
+            if "total" in recorded
+            else (judge + target if judge is not None and target is not None else None)
+        )
+        return RunCost(judge, target, total, str(recorded.get("currency") or "USD"))
+    sums: list[float | None] = []
+    for column in COST_COLUMNS:
+        values = run.items[column] if column in run.items.columns else None
+        known = values is not None and len(values) > 0 and not values.isna().any()
+        sums.append(float(values.sum()) if known and values is not None else None)
+    judge, target = sums
+    total = judge + target if judge is not None and target is not None else None
+    return RunCost(judge, target, total)
+
+
+def money(value: float | None, currency: str) -> str:
+    """A cost as a person reads it; "unknown" (never 0, never "nan") when it is not known.
+
+    >>> money(0.01234, "USD"), money(1234.5, "USD"), money(None, "USD"), money(2.0, "EUR")
+    ('$0.0123', '$1,234.50', 'unknown', '2.00 EUR')
+    """
+    if value is None or not math.isfinite(value):
+        return "unknown"
+    if 0 < value < 0.0001:
+        shown = "< 0.0001"
+    else:
+        # Cents from a dime up; below, four decimals (an item's cost is often a fraction of a cent).
+        shown = f"{value:,.2f}" if value >= 0.1 or value == 0 else f"{value:.4f}"
+    return f"${shown}" if currency == "USD" else f"{shown} {currency}"
 
 
 def write_report(
@@ -72,17 +177,21 @@ def write_report(
     comparison: pd.DataFrame | None = None,
     title: str | None = None,
     allow_mismatch: bool = False,
+    history: pd.DataFrame | None = None,
 ) -> Path:
     """Write the report of one run, or of several compared with ``baseline``; return its path.
 
     Runs that differ in judge, scale, prompt version or dataset are refused as ``compare_runs``
-    refuses them, unless ``allow_mismatch``. The file is written under a temporary name and
-    renamed, so a reader never sees half of it.
+    refuses them, unless ``allow_mismatch``. With ``history`` (one row per run and dimension:
+    ``run_id``, ``variant``, ``run_dir``, ``started_at``, ``status``, ``dimension``, ``n``,
+    ``mean``, ``ci95_low``, ``ci95_high``, ``mean_diff``, ``regression``), the report has a
+    trends section. The file is written under a temporary name and renamed, so a reader never
+    sees half of it.
     """
     runs, base = load_runs(run_dirs, baseline)
     if comparison is None:
         comparison = compare_loaded(runs, base, allow_mismatch=allow_mismatch)
-    return render_report(runs, base, comparison, Path(path), title=title)
+    return render_report(runs, base, comparison, Path(path), title=title, history=history)
 
 
 def render_report(
@@ -95,53 +204,174 @@ def render_report(
     history: pd.DataFrame | None = None,
 ) -> Path:
     """``write_report`` for runs already read by ``load_runs`` and compared."""
+    if history is not None:
+        check_history(history)
+    # The baseline first: the viewer shows each item's variants in this order.
+    ordered = [base, *(run for run in runs if run is not base)] if base is not None else runs
+    palette = colours(len(ordered))
+    costs = [run_cost(run) for run in ordered]
     heading = title or (
         f"Run {runs[0].variant}" if len(runs) == 1 else f"Comparison of {len(runs)} runs"
     )
+    script, style = _asset("_report_viewer.js"), _asset("_report.css")
+    data = viewer_data(
+        ordered,
+        baseline=base is not None,
+        colours=palette,
+        currency=costs[0].currency if costs else "USD",
+    )
+    sections = [
+        ("runs", "Runs"),
+        *([("agreement", "Agreement")] if _has_agreement(runs) else []),
+        ("summary", "Summary"),
+        ("distributions", "Distributions"),
+        *([("trends", "Trends")] if history is not None else []),
+        ("items", "Items"),
+    ]
+    policy = content_security_policy(script, style)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-        f"<title>{_e(heading)}</title><style>{_STYLE}</style></head><body>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
+        f"<title>{_e(heading)}</title><style>{style}</style></head><body>",
         f"<h1>{_e(heading)}</h1>",
         f'<p class="muted">summeval_runner report, written '
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.</p>",
-        _runs_section(runs, base),
-        _agreement_section(runs),
-        _summary_section(comparison, base is not None),
-        _plots_section(runs),
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        + (f"; baseline {_e(base.variant)}" if base is not None else "")
+        + ".</p>",
+        '<nav class="sections">'
+        + "".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in sections)
+        + "</nav>",
+        _runs_section(ordered, base, palette, costs),
+        _wrapped("agreement", _agreement_section(runs)),
+        f'<section id="summary">{_summary_section(comparison, base is not None)}</section>',
+        distributions_section(_distributions(ordered, comparison, palette)),
+        trends_section(history) if history is not None else "",
+        _items_section(len(ordered)),
+        f'<script type="application/json" id="report-data">{embedded(data)}</script>',
+        f"<script>{script}</script>",
+        "</body></html>",
     ]
-    if base is not None:
-        parts.append(_changed_section(runs, base))
-    parts.extend(_items_section(run) for run in runs)
-    parts.append("</body></html>")
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text("\n".join(parts), encoding="utf-8")
     partial.replace(path)
     return path
 
 
-def _runs_section(runs: list[Run], base: Run | None) -> str:
+def _runs_section(
+    runs: Sequence[Run], base: Run | None, palette: Sequence[str], costs: Sequence[RunCost]
+) -> str:
     rows = []
-    for run in runs:
+    for run, colour, cost in zip(runs, palette, costs, strict=True):
         judge = run.manifest.judge.name if run.manifest.judge else ""
-        role = "baseline" if run is base else ""
-        counts = run_counts(run)
+        role = ' <span class="badge">baseline</span>' if run is base else ""
+        counts = run_counts(run) | {"unfinished": run.manifest.unfinished or 0}
         rows.append(
-            f"<tr><td>{_e(run.variant)}</td><td>{_e(role)}</td><td>{_e(run.path)}</td>"
-            f"<td>{_e(run.run_id)}</td><td>{_e(judge)}</td>"
-            f"<td>{_e(run.manifest.prompt_version or '')}</td>"
+            f'<tr><td>{swatch(colour)}<span class="label">{_e(run.variant)}</span>{role}'
+            f'<div class="muted small">run {_e(run.run_id)} in {_e(run.path)}</div></td>'
+            f"<td>{_e(run.manifest.status)}</td>"
             + "".join(
                 f'<td class="num">{counts[name]}</td>'
-                for name in ("items", "scored", "unscorable", "errors")
+                for name in ("items", "scored", "unscorable", "errors", "unfinished")
             )
-            + f"<td>{_e(run.started_at.isoformat())}</td></tr>"
+            + f'<td class="num cost">{_e(money(cost.total, cost.currency))}'
+            f'<div class="muted small">judge {_e(money(cost.judge, cost.currency))}, '
+            f"target {_e(money(cost.target, cost.currency))}</div></td>"
+            f"<td>{_e(judge)}<div class='muted small'>prompts "
+            f"{_e(run.manifest.prompt_version or 'not recorded')}</div></td>"
+            f"<td class='when'>{_e(run.started_at.strftime('%Y-%m-%d %H:%M'))} UTC</td></tr>"
         )
     return (
-        "<h2>Runs</h2><table><tr><th>variant</th><th></th><th>directory</th><th>run id</th>"
-        "<th>judge</th><th>prompts</th><th>items</th><th>scored</th><th>unscorable</th>"
-        "<th>errors</th><th>started</th></tr>" + "".join(rows) + "</table>"
+        '<section id="runs"><h2>Runs</h2><div class="wide"><table class="runs"><tr>'
+        "<th>variant</th><th>status</th><th>items</th><th>scored</th><th>unscorable</th>"
+        "<th>errors</th><th>unfinished</th><th>cost</th><th>judge</th>"
+        "<th>started</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
+        + _errors_table(runs)
+        + "</section>"
     )
+
+
+def _errors_table(runs: Sequence[Run]) -> str:
+    """How many items ended in each kind of error, per variant: what to fix first."""
+    rows = []
+    for run in runs:
+        errors = run.items[run.items["status"] == "error"]
+        if errors.empty:
+            continue
+        kinds: dict[tuple[str, str], int] = {}
+        for error_type, step in zip(errors["error_type"], errors["error_step"], strict=True):
+            key = (text_or_none(error_type) or "unknown", text_or_none(step) or "unknown step")
+            kinds[key] = kinds.get(key, 0) + 1
+        for (error_type, step), count in sorted(kinds.items(), key=lambda kv: -kv[1]):
+            rows.append(
+                f"<tr><td>{_e(run.variant)}</td><td>{_e(error_type)}</td><td>{_e(step)}</td>"
+                f'<td class="num">{count}</td></tr>'
+            )
+    if not rows:
+        return ""
+    return (
+        "<h3>Errors by kind</h3><table class='errors'><tr><th>variant</th><th>error</th>"
+        "<th>step</th><th>items</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _distributions(
+    runs: Sequence[Run], comparison: pd.DataFrame, palette: Sequence[str]
+) -> dict[str, tuple[float, list[Series]]]:
+    """Each dimension's axis and its variants' scored values, with the summary's mean and
+    interval (the figures of the table above, so the plot and the table agree)."""
+    figures = {
+        (str(row["variant"]), str(row["dimension"])): row for row in comparison.to_dict("records")
+    }
+    scales = [
+        float(scale)
+        for run in runs
+        for scale in [present(run.items["scale"].max()) if len(run.items) else None]
+        if scale is not None
+    ]
+    dimensions: dict[str, tuple[float, list[Series]]] = {}
+    for dimension, column in METRICS.items():
+        upper = max(scales, default=1.0) if dimension == "score" else 1.0
+        series = []
+        for run, colour in zip(runs, palette, strict=True):
+            scored = run.items[run.items["status"] == "scored"][column].dropna()
+            row = figures.get((run.variant, dimension), {})
+            series.append(
+                Series(
+                    label=run.variant,
+                    colour=colour,
+                    values=[float(v) for v in scored],
+                    mean=_finite(row.get("mean")),
+                    low=_finite(row.get("ci95_low")),
+                    high=_finite(row.get("ci95_high")),
+                )
+            )
+        dimensions[dimension] = (upper or 1.0, series)
+    return dimensions
+
+
+def _items_section(variants: int) -> str:
+    what = "every item of every variant" if variants > 1 else "every item"
+    return (
+        '<section id="items"><h2>Items</h2>'
+        f'<p class="muted">{what}: sort by a column (click its name), filter by status, variant '
+        "and score, search ids, summaries and reasons; click an item to open it, its variants "
+        "side by side (Esc closes it).</p>"
+        '<div id="items-viewer"><p class="muted">Reading the items\u2026</p>'
+        "<noscript><p>The items table needs JavaScript; every item is in items.parquet.</p>"
+        "</noscript></div></section>"
+    )
+
+
+def _wrapped(anchor: str, section: str) -> str:
+    return f'<section id="{anchor}">{section}</section>' if section else ""
+
+
+def _has_agreement(runs: Sequence[Run]) -> bool:
+    return any((run.path / AGREEMENT).is_file() for run in runs)
 
 
 def _agreement_section(runs: list[Run]) -> str:
@@ -229,153 +459,3 @@ def _summary_section(comparison: pd.DataFrame, paired: bool) -> str:
                 )
         rows.append(f"<tr>{cells}</tr>")
     return f"<h2>Summary</h2><table>{head}{''.join(rows)}</table>"
-
-
-def _histogram(values: list[float], upper: float, caption: str) -> str:
-    width, height, pad = 240, 110, 18
-    counts = [0] * _BINS
-    for value in values:
-        index = min(_BINS - 1, max(0, int(value / upper * _BINS))) if upper > 0 else 0
-        counts[index] += 1
-    tallest = max(counts) or 1
-    bar = (width - 2 * pad) / _BINS
-    bars = []
-    for index, count in enumerate(counts):
-        h = (height - 2 * pad) * count / tallest
-        x, y = pad + index * bar, height - pad - h
-        bars.append(
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" '
-            f'fill="#3d6fb6"><title>{count}</title></rect>'
-        )
-    axis = (
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" '
-        'stroke="#66707c"/>'
-        f'<text x="{pad}" y="{height - 4}" font-size="10">0</text>'
-        f'<text x="{width - pad}" y="{height - 4}" font-size="10" text-anchor="end">'
-        f"{upper:g}</text>"
-    )
-    return (
-        f'<figure><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{_e(caption)}">{"".join(bars)}{axis}</svg>'
-        f"<figcaption>{_e(caption)}</figcaption></figure>"
-    )
-
-
-def _plots_section(runs: list[Run]) -> str:
-    figures = []
-    for dimension, column in METRICS.items():
-        for run in runs:
-            scored = run.items[run.items["status"] == "scored"]
-            values = [float(v) for v in scored[column].dropna()]
-            upper = float(scored["scale"].max()) if dimension == "score" and len(scored) else 1.0
-            caption = f"{dimension} · {run.variant} · n = {len(values)}"
-            figures.append(_histogram(values, upper or 1.0, caption))
-    return f'<h2>Distributions</h2><div class="plots">{"".join(figures)}</div>'
-
-
-def _changed_section(runs: list[Run], base: Run) -> str:
-    blocks = []
-    for run in runs:
-        if run is base:
-            continue
-        ours = run.items[run.items["status"] == "scored"]["score"]
-        theirs = base.items[base.items["status"] == "scored"]["score"]
-        shared = sorted(set(ours.index) & set(theirs.index))
-        if not shared:
-            continue
-        diffs = (ours.loc[shared] - theirs.loc[shared]).astype(float)
-        top = diffs.abs().sort_values(ascending=False, kind="stable").index[:_CHANGED_LISTED]
-        rows = []
-        for item_id in top:
-            diff = float(diffs.loc[item_id])
-            tone = "worse" if diff < 0 else "better"
-            rows.append(
-                f"<tr><td>{_e(item_id)}</td><td class='num'>{_number(theirs.loc[item_id])}</td>"
-                f"<td class='num'>{_number(ours.loc[item_id])}</td>"
-                f'<td class="num {tone}">{diff:+.3f}</td><td><details><summary>summaries'
-                f"</summary><div><b>{_e(base.variant)}</b><pre>"
-                f"{_e(base.items.loc[item_id, 'summary'])}</pre><b>{_e(run.variant)}</b><pre>"
-                f"{_e(run.items.loc[item_id, 'summary'])}</pre></div></details></td></tr>"
-            )
-        blocks.append(
-            f"<h3>{_e(run.variant)} against {_e(base.variant)}</h3><table><tr><th>item</th>"
-            "<th>baseline</th><th>variant</th><th>change</th><th></th></tr>"
-            + "".join(rows)
-            + "</table>"
-        )
-    return "<h2>Items that changed most</h2>" + ("".join(blocks) or "<p>No item in common.</p>")
-
-
-def _verdicts(run: Run) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
-    claims: dict[str, list[dict[str, Any]]] = {}
-    questions: dict[str, list[dict[str, Any]]] = {}
-    for name, target in (("alignment", claims), ("coverage", questions)):
-        table_path = run.path / f"{name}.parquet"
-        if not table_path.exists():
-            continue
-        frame = pd.read_parquet(table_path)
-        frame = frame[frame["scorer_id"] == SUMMARIZATION_SCORER_ID].sort_values(
-            ["item_id", "position"]
-        )
-        for row in frame.to_dict("records"):
-            target.setdefault(row["item_id"], []).append(row)
-    return claims, questions
-
-
-def _items_section(run: Run) -> str:
-    claims, questions = _verdicts(run)
-    items = run.items
-    note = ""
-    if len(items) > MAX_ITEMS_LISTED:
-        items = items.sort_values("score", na_position="first", kind="stable").head(
-            MAX_ITEMS_LISTED
-        )
-        note = (
-            f'<p class="muted">The {MAX_ITEMS_LISTED} lowest-scoring of {len(run.items)} items '
-            "(errors first); every item is in items.parquet.</p>"
-        )
-    rows = [
-        _item_row(row, claims.get(row["item_id"], []), questions.get(row["item_id"], []))
-        for row in items.to_dict("records")
-    ]
-    return (
-        f"<h2>Items: {_e(run.variant)}</h2>{note}<table><tr><th>item</th><th>status</th>"
-        "<th>score</th><th>alignment</th><th>coverage</th><th>reason and verdicts</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
-
-
-def _item_row(
-    row: Mapping[Any, Any], claims: list[dict[str, Any]], questions: list[dict[str, Any]]
-) -> str:
-    claim_lines = "".join(
-        f"<li><span class='{'ok' if c['supported'] else 'no'}'>"
-        f"{'supported' if c['supported'] else 'unsupported'}</span>: {_e(c['claim'])} "
-        f"<span class='muted'>({_e(c['reason'])})</span></li>"
-        for c in claims
-    )
-    question_lines = "".join(
-        f"<li><span class='{'ok' if q['answered'] else 'no'}'>"
-        f"{'answered' if q['answered'] else 'not answered'}</span>: {_e(q['question'])} "
-        f"<span class='muted'>({_e(q['reason'] or 'no verdict')})</span></li>"
-        for q in questions
-    )
-    error = (
-        f"<p class='no'>{_e(row['error_type'])} in {_e(row['error_step'])}: "
-        f"{_e(row['error_message'])}</p>"
-        if row.get("error_type")
-        else ""
-    )
-    details = (
-        f"<details><summary>{_e(row['reason'] or row.get('error_message') or '')}</summary><div>"
-        f"{error}<b>Summary</b><pre>{_e(row['summary'])}</pre>"
-        f"<b>Claims</b><ul>{claim_lines or '<li>none</li>'}</ul>"
-        f"<b>Questions</b><ul>{question_lines or '<li>none</li>'}</ul></div></details>"
-    )
-    return (
-        f"<tr><td>{_e(row['item_id'])}</td><td>{_e(row['status'])}</td>"
-        f"<td class='num'>{_number(row['score'])}</td>"
-        f"<td class='num'>{_number(row['alignment_score'])}</td>"
-        f"<td class='num'>{_number(row['coverage_score'])}</td><td>{details}</td></tr>"
-    )
