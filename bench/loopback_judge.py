@@ -12,7 +12,10 @@ tokenizer counts English text and JSON, at four bytes a token, for prompt and re
 
 With ``--rpm R`` the server limits requests as providers do: a token bucket refilled at R a
 minute, holding at most one second's worth, so a client faster than R gets 429s with
-``Retry-After``.
+``Retry-After``. With ``--tpm T`` it limits tokens the same way: a request's prompt and reply
+tokens are taken from a bucket refilled at T a minute, holding one second's worth; a request
+the bucket cannot cover gets a 429, and every answer says what is left in OpenAI's
+``x-ratelimit-limit-tokens``, ``-remaining-tokens`` and ``-reset-tokens`` headers.
 """
 
 from __future__ import annotations
@@ -138,6 +141,36 @@ def reply_for(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class TokenBucket:
+    """T tokens a minute, at most one second's worth at once; a request takes its tokens."""
+
+    def __init__(self, tpm: float) -> None:
+        self.limit = tpm
+        self.rate = tpm / 60.0
+        self.capacity = self.rate
+        self.level = self.capacity
+        self.at = time.monotonic()
+
+    def take(self, tokens: int) -> float:
+        """0 when the bucket covers ``tokens`` (taken); else the seconds until it would."""
+        now = time.monotonic()
+        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = now
+        need = min(float(tokens), self.capacity)
+        if self.level < need:
+            return (need - self.level) / self.rate
+        self.level -= tokens
+        return 0.0
+
+    def headers(self) -> str:
+        full_in = max(0.0, self.capacity - self.level) / self.rate
+        return (
+            f"x-ratelimit-limit-tokens: {self.limit:.0f}\r\n"
+            f"x-ratelimit-remaining-tokens: {max(0, int(self.level))}\r\n"
+            f"x-ratelimit-reset-tokens: {full_in * 1000:.0f}ms\r\n"
+        )
+
+
 def completion(body: dict[str, Any], content: str) -> dict[str, Any]:
     prompt = sum(tokens(str(m.get("content", ""))) + 4 for m in body["messages"])
     schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
@@ -164,9 +197,10 @@ def completion(body: dict[str, Any], content: str) -> dict[str, Any]:
 
 
 class Server:
-    def __init__(self, latency_s: float, rpm: float | None) -> None:
+    def __init__(self, latency_s: float, rpm: float | None, tpm: float | None = None) -> None:
         self.latency_s = latency_s
         self.bucket = Bucket(rpm) if rpm else None
+        self.tokens = TokenBucket(tpm) if tpm else None
         self.stats = Stats()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -210,22 +244,32 @@ class Server:
                 stats.throttled += 1
                 error = {"error": {"message": "Rate limit reached", "type": "requests"}}
                 return "429 Too Many Requests", error, f"retry-after-ms: {int(wait * 1000) + 1}\r\n"
+        body = json.loads(raw)
+        content = json.dumps(reply_for(body))
+        result = completion(body, content)
+        extra = ""
+        if self.tokens is not None:
+            # Charged as the request arrives, as providers count a request against the limit.
+            wait = self.tokens.take(result["usage"]["total_tokens"])
+            if wait > 0:
+                stats.throttled += 1
+                error = {"error": {"message": "Rate limit reached", "type": "tokens"}}
+                after = f"retry-after-ms: {int(wait * 1000) + 1}\r\n{self.tokens.headers()}"
+                return "429 Too Many Requests", error, after
+            extra = self.tokens.headers()
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
         try:
-            body = json.loads(raw)
-            content = json.dumps(reply_for(body))
             await asyncio.sleep(self.latency_s)
         finally:
             stats.in_flight -= 1
-        result = completion(body, content)
         stats.prompt_tokens += result["usage"]["prompt_tokens"]
         stats.completion_tokens += result["usage"]["completion_tokens"]
-        return "200 OK", result, ""
+        return "200 OK", result, extra
 
 
-async def serve(latency_s: float, rpm: float | None) -> None:
-    server = Server(latency_s, rpm)
+async def serve(latency_s: float, rpm: float | None, tpm: float | None) -> None:
+    server = Server(latency_s, rpm, tpm)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, backlog=1024)
     port = listener.sockets[0].getsockname()[1]
     print(port, flush=True)
@@ -239,8 +283,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per reply")
     parser.add_argument("--rpm", type=float, default=None, help="429 beyond this many a minute")
+    parser.add_argument("--tpm", type=float, default=None, help="429 beyond these tokens a minute")
     args = parser.parse_args()
-    asyncio.run(serve(args.latency, args.rpm))
+    asyncio.run(serve(args.latency, args.rpm, args.tpm))
 
 
 if __name__ == "__main__":

@@ -53,9 +53,7 @@ from tests.browser import browser  # noqa: E402
 
 BUDGET_BYTES = 15_000_000  # 15 MB, as the sizes are printed
 SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
-ITEMS_WITH_COST = ITEMS_SCHEMA.append(pa.field("judge_cost", pa.float64())).append(
-    pa.field("target_cost", pa.float64())
-)
+ITEMS_WITH_COST = ITEMS_SCHEMA  # judge_cost and target_cost are among its columns
 SCORER = "summarization-scorer"
 
 
@@ -142,7 +140,7 @@ def write_runs(folder: Path, items: int, variants: int, seed: int, novel: bool) 
         item_rows: list[dict[str, Any]] = []
         claim_rows: list[dict[str, Any]] = []
         question_rows: list[dict[str, Any]] = []
-        key = {"run_id": f"run-{variant}", "variant": label, "scorer_id": SCORER}
+        key = {"run_id": f"run-{variant}", "variant": label, "scorer_id": SCORER, "trial": 0}
         for index in range(items):
             item_id = f"article-{index:05d}"
             source = sources[index]

@@ -69,9 +69,12 @@ def write_items(path: Path, count: int) -> Path:
 class LoopbackJudge:
     """``bench/loopback_judge.py`` in its own process."""
 
-    def __init__(self, latency_s: float, rpm: float | None = None) -> None:
+    def __init__(
+        self, latency_s: float, rpm: float | None = None, tpm: float | None = None
+    ) -> None:
         command = [sys.executable, str(ROOT / "bench" / "loopback_judge.py")]
         command += ["--latency", str(latency_s)] + (["--rpm", str(rpm)] if rpm else [])
+        command += ["--tpm", str(tpm)] if tpm else []
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.process.stdout is not None
         self.port = int(self.process.stdout.readline())
@@ -152,11 +155,12 @@ def judged_run(
     concurrency: int,
     latency_s: float,
     rpm: float | None = None,
+    tpm: float | None = None,
     cached: bool = False,
 ) -> Result:
     """One run against a fresh loopback judge; ``cached``: a run that fills the cache first,
     then the measured rerun (same server, same cache), which should send nothing."""
-    server = LoopbackJudge(latency_s, rpm)
+    server = LoopbackJudge(latency_s, rpm, tpm)
     try:
         overrides = [
             "model=openai",
@@ -166,6 +170,8 @@ def judged_run(
         ]
         if rpm:
             overrides.append(f"runner.judge_rpm={rpm}")
+        if tpm:
+            overrides.append(f"runner.judge_tpm={tpm}")
         if cached:
             run_app(
                 work / f"{name}-fill", dataset, work / "cache", *overrides, "runner.cache=write"
@@ -190,6 +196,8 @@ def judged_run(
         server.stop()
     if rpm:
         ideal: float | None = 3 * items / rpm * 60
+    elif tpm:
+        ideal = (stats["prompt_tokens"] + stats["completion_tokens"]) / tpm * 60
     elif stats["requests"]:
         ideal = 3 * latency_s * math.ceil(items / concurrency)
     else:
@@ -212,9 +220,12 @@ def judged_run(
     )
 
 
-def print_judged(result: Result, concurrency: int, rpm: float | None) -> None:
+def print_judged(
+    result: Result, concurrency: int, rpm: float | None, tpm: float | None = None
+) -> None:
     n = result.items
-    print(f"\n{result.name}: N={n}, C={concurrency}" + (f", R={rpm:g}/min" if rpm else ""))
+    limit = f", R={rpm:g}/min" if rpm else f", T={tpm:g} tokens/min" if tpm else ""
+    print(f"\n{result.name}: N={n}, C={concurrency}{limit}")
     print(f"  scored            {result.scored} of {n}")
     ideal = f"{result.ideal_s:.2f} s" if result.ideal_s else "n/a (no request sent)"
     print(f"  wall              {result.wall_s:.2f} s (process {result.process_s:.2f} s)")
@@ -231,6 +242,16 @@ def print_judged(result: Result, concurrency: int, rpm: float | None) -> None:
             f"request); {overall / rpm:.1%} over the whole run"
         )
         print(f"  429s              {result.throttled} = {result.throttled / result.requests:.2%}")
+    if tpm:
+        tokens = result.prompt_tokens + result.completion_tokens
+        sustained = tokens / result.served_s * 60
+        overall = tokens / result.wall_s * 60
+        print(
+            f"  sustained tokens  {sustained:,.0f}/min = {sustained / tpm:.1%} of T (first to last "
+            f"request); {overall / tpm:.1%} over the whole run"
+        )
+        sent = result.requests
+        print(f"  429s              {result.throttled} = {result.throttled / sent:.2%} of {sent}")
     if result.requests:
         prompt, completion = result.prompt_tokens / n, result.completion_tokens / n
         split = f"{prompt:.0f} prompt, {completion:.0f} completion"
@@ -283,7 +304,7 @@ def scale(work: Path, items: int) -> None:
     print(f"  peak RSS          {manifest['resources']['peak_rss_mb']:.0f} MB")
 
 
-SCENARIOS = ("c20", "c100", "cpu", "cached", "rate", "scale")
+SCENARIOS = ("c20", "c100", "cpu", "cached", "rate", "tokens", "scale")
 
 
 def main() -> None:
@@ -292,6 +313,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1000, help="N for the judged scenarios")
     parser.add_argument("--scale-items", type=int, default=100_000)
     parser.add_argument("--rpm", type=float, default=3000.0, help="R for the rate scenario")
+    parser.add_argument(
+        "--tpm", type=float, default=600_000.0, help="T for the tokens scenario (tokens a minute)"
+    )
     args = parser.parse_args()
     chosen = args.only or [s for s in SCENARIOS if s != "scale"]
     with tempfile.TemporaryDirectory(prefix="summeval-throughput-") as folder:
@@ -303,11 +327,14 @@ def main() -> None:
             "c100": {"concurrency": 100, "latency_s": 1.0},
             "cpu": {"concurrency": 100, "latency_s": 0.2},
             "rate": {"concurrency": 50, "latency_s": 0.2, "rpm": args.rpm},
+            "tokens": {"concurrency": 50, "latency_s": 0.2, "tpm": args.tpm},
         }
         for name, settings in judged.items():
             if name in chosen:
                 result = judged_run(name, work, dataset, items=args.items, **settings)
-                print_judged(result, int(settings["concurrency"]), settings.get("rpm"))
+                print_judged(
+                    result, int(settings["concurrency"]), settings.get("rpm"), settings.get("tpm")
+                )
         if "scale" in chosen:
             scale(work, args.scale_items)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -7,6 +7,7 @@ and may change without notice.
 from importlib.metadata import version as _version
 
 from summeval_runner._errors import (
+    BudgetExhaustedError,
     ConfigError,
     InputError,
     JudgeAPIError,
@@ -24,7 +25,7 @@ from summeval_runner._io._agreement import AgreementFigure
 from summeval_runner._io._compare import compare_runs
 from summeval_runner._io._datasets import DatasetError, DatasetFile, FieldMap, Item, load_dataset
 from summeval_runner._io._history import load_history
-from summeval_runner._io._manifest import Manifest
+from summeval_runner._io._manifest import JudgeNoise, Manifest, RunCost
 from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
 from summeval_runner._io._report import write_report
@@ -40,6 +41,7 @@ from summeval_runner._judges._protocol import (
     JudgeRequest,
     PreprocessInput,
     PreprocessStepResult,
+    Price,
     PromptMessage,
     QuestionVerdict,
     ReasonInput,
@@ -52,12 +54,19 @@ from summeval_runner._runner._agreement import (
     judge_agreement,
     judge_agreement_sync,
 )
+from summeval_runner._runner._estimate import RunEstimate, estimate_evals, estimate_evals_sync
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._run import EvalRunResult, Scorer, run_evals, run_evals_sync
 from summeval_runner._scorers._outcome import ItemResult, RunCounts
 from summeval_runner._scorers._prompts import PROMPT_VERSION
-from summeval_runner._scorers._result import ErrorInfo, StepUsage, SummarizationResult, Usage
+from summeval_runner._scorers._result import (
+    ErrorInfo,
+    StepUsage,
+    SummarizationResult,
+    Usage,
+    report_target_usage,
+)
 from summeval_runner._scorers._summarization import (
     SummarizationMetricOptions,
     SummarizationScorer,
@@ -73,6 +82,7 @@ __all__ = [
     "AgreementResult",
     "AnalyzeInput",
     "AnalyzeStepResult",
+    "BudgetExhaustedError",
     "ClaimVerdict",
     "ConfigError",
     "DatasetError",
@@ -91,6 +101,7 @@ __all__ = [
     "JudgeAuthError",
     "JudgeConnectionError",
     "JudgeError",
+    "JudgeNoise",
     "JudgeOutputError",
     "JudgeReply",
     "JudgeRequest",
@@ -105,13 +116,16 @@ __all__ = [
     "OpenAIJudgeConfig",
     "PreprocessInput",
     "PreprocessStepResult",
+    "Price",
     "PromptMessage",
     "QuestionVerdict",
     "RatingsError",
     "ReasonInput",
     "ReasonStepResult",
     "RetryPolicy",
+    "RunCost",
     "RunCounts",
+    "RunEstimate",
     "RunOptions",
     "RunRecordError",
     "Scorer",
@@ -126,12 +140,15 @@ __all__ = [
     "__version__",
     "compare_runs",
     "create_summarization_scorer",
+    "estimate_evals",
+    "estimate_evals_sync",
     "extract_tool_results",
     "judge_agreement",
     "judge_agreement_sync",
     "load_dataset",
     "load_history",
     "merge_runs",
+    "report_target_usage",
     "run_evals",
     "run_evals_sync",
     "write_report",

@@ -200,6 +200,14 @@ class ChatServer:
         self.json_schema_supported = True
         # True: a preprocess call's questions depend on the summary it shows (valid_content).
         self.questions_follow_summary = False
+        # A tokens-per-minute limit (limit_tokens); headers for the next replies (send_headers);
+        # each answered request's arrival and tokens, for checks of pacing.
+        self.tpm_limit: float | None = None
+        self._tpm_capacity = 0.0
+        self._tpm_level = 0.0
+        self._tpm_at = 0.0
+        self._header_script: deque[dict[str, str]] = deque()
+        self.token_arrivals: list[tuple[float, int]] = []
         # Echo each request's Authorization header and URL (its query too) into error bodies
         # and scripted replies, as careless servers and proxies do: what a secret test greps for.
         self.echo_credentials = False
@@ -388,8 +396,19 @@ class ChatServer:
         else:
             content = json.dumps(valid_content(body, self.questions_follow_summary))
         usage = (len(json.dumps(body["messages"])) // 4, len(content) // 4)
+        headers: dict[str, str] = {}
         with self._lock:
+            if self.tpm_limit is not None:
+                wait = self._take_tokens(sum(usage))
+                if wait > 0:
+                    self.counts["429 tokens"] += 1
+                    error = {"error": {"message": "Rate limit reached", "type": "tokens"}}
+                    return 429, error, {"retry-after-ms": f"{wait * 1000:.0f}"}
+                headers = self._token_headers()
+            if self._header_script:
+                headers |= self._header_script.popleft()
             self.usage[index] = usage
+            self.token_arrivals.append((record.arrived, sum(usage)))
         completion = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -404,7 +423,45 @@ class ChatServer:
             ],
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": 0},
         }
-        return 200, completion, {}
+        return 200, completion, headers
+
+    def limit_tokens(self, per_minute: float, burst_s: float = 1.0) -> None:
+        """Answer 429 beyond ``per_minute`` tokens (a request's prompt and reply, charged as it
+        arrives), from a bucket holding ``burst_s`` seconds' worth; every reply reports the
+        bucket in OpenAI's x-ratelimit-*-tokens headers."""
+        with self._lock:
+            self.tpm_limit = per_minute
+            self._tpm_capacity = per_minute / 60.0 * burst_s
+            self._tpm_level = self._tpm_capacity
+            self._tpm_at = time.monotonic()
+
+    def send_headers(self, *headers: dict[str, str]) -> None:
+        """Headers for the next successful replies, one mapping each, in order."""
+        with self._lock:
+            self._header_script.extend(headers)
+
+    def _take_tokens(self, tokens: int) -> float:
+        """0 when the bucket holds ``tokens`` (taken); else the seconds until it would."""
+        assert self.tpm_limit is not None
+        rate = self.tpm_limit / 60.0
+        now = time.monotonic()
+        self._tpm_level = min(self._tpm_capacity, self._tpm_level + (now - self._tpm_at) * rate)
+        self._tpm_at = now
+        need = min(tokens, self._tpm_capacity)
+        if self._tpm_level < need:
+            return (need - self._tpm_level) / rate
+        self._tpm_level -= tokens
+        return 0.0
+
+    def _token_headers(self) -> dict[str, str]:
+        assert self.tpm_limit is not None
+        rate = self.tpm_limit / 60.0
+        full_in = max(0.0, self._tpm_capacity - self._tpm_level) / rate
+        return {
+            "x-ratelimit-limit-tokens": f"{self.tpm_limit:.0f}",
+            "x-ratelimit-remaining-tokens": f"{max(0, int(self._tpm_level))}",
+            "x-ratelimit-reset-tokens": f"{full_in * 1000:.0f}ms",
+        }
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self

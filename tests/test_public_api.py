@@ -36,6 +36,15 @@ PUBLIC = {
     "HumanRatings",
     "HumanTarget",
     "RatingsError",
+    # nightly economics: costs, estimates, budgets, trials
+    "Price",
+    "RunCost",
+    "RunEstimate",
+    "estimate_evals",
+    "estimate_evals_sync",
+    "report_target_usage",
+    "BudgetExhaustedError",
+    "JudgeNoise",
     # the runner, its options and datasets
     "run_evals",
     "run_evals_sync",

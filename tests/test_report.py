@@ -35,8 +35,9 @@ READY = "document.documentElement.dataset.viewer === 'ready'"
 ROWS = """[...document.querySelectorAll('#items-table tbody tr[data-item]')].map((tr) =>
   Object.fromEntries([...tr.cells].map((td, i) =>
     [tr.closest('table').tHead.rows[0].cells[i].dataset.key, td.textContent])))"""
-COST_SCHEMA = ITEMS_SCHEMA.append(pa.field("judge_cost", pa.float64())).append(
-    pa.field("target_cost", pa.float64())
+# The items table of a run written before runs recorded costs: no cost columns.
+UNCOSTED_SCHEMA = pa.schema(
+    [f for f in ITEMS_SCHEMA if f.name not in ("judge_cost", "target_cost")]
 )
 
 
@@ -70,8 +71,13 @@ def write_run(
 ) -> Path:
     """A run directory in the layout ``summeval-run`` writes, holding ``items``."""
     path.mkdir(parents=True)
-    key = {"run_id": f"run-{variant}", "variant": variant, "scorer_id": "summarization-scorer"}
-    schema = COST_SCHEMA if cost_columns else ITEMS_SCHEMA
+    key = {
+        "run_id": f"run-{variant}",
+        "variant": variant,
+        "scorer_id": "summarization-scorer",
+        "trial": 0,
+    }
+    schema = ITEMS_SCHEMA if cost_columns else UNCOSTED_SCHEMA
     rows, claims, questions = [], [], []
     for item in items:
         row = dict.fromkeys(schema.names) | key | {

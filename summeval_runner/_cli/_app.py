@@ -157,7 +157,15 @@ def run_job(
         selected = manifest.dataset.items if manifest.dataset is not None else None
     counts = manifest.counts
     if manifest.status == "interrupted":
-        larger = " with a larger budget (runner.max_cost, runner.max_tokens)"
+        budgets = [
+            f"runner.{name}={value:g}"
+            for name, value in (
+                ("max_cost", job.options.max_cost),
+                ("max_tokens", job.options.max_tokens),
+            )
+            if value is not None
+        ]
+        larger = f", with a budget larger than {' and '.join(budgets)}"
         print(
             f"{program}: interrupted: {manifest.unfinished} of {selected} items unfinished; "
             f"the finished ones are in {job.run_dir}. To resume"

@@ -128,9 +128,9 @@ class PartTraffic(BaseModel):
 
     def cost(self) -> RunCost:
         """What these calls cost, ``None`` where any call's cost was not known."""
-        judge = None if self.judge_cost_unknown else round(self.judge_cost, 6)
-        target = None if self.target_cost_unknown else round(self.target_cost, 6)
-        total = None if judge is None or target is None else round(judge + target, 6)
+        judge = None if self.judge_cost_unknown else self.judge_cost
+        target = None if self.target_cost_unknown else self.target_cost
+        total = None if judge is None or target is None else judge + target
         return RunCost(judge=judge, target=target, total=total)
 
     def judge_traffic(self, like: JudgeTraffic) -> JudgeTraffic:

@@ -93,8 +93,15 @@ def _verdicts(run_dir: Path, table: str, columns: list[str]) -> dict[str, list[l
     path = run_dir / f"{table}.parquet"
     if not path.exists():
         return {}
-    frame = pq.read_table(path, columns=["item_id", "scorer_id", "position", *columns])
+    trials = "trial" in pq.read_schema(path).names
+    frame = pq.read_table(
+        path, columns=["item_id", "scorer_id", "position", *columns, *(["trial"] if trials else [])]
+    )
     frame = frame.filter(pc.equal(frame["scorer_id"], SUMMARIZATION_SCORER_ID))
+    if trials:
+        # An item judged in several trials shows its first trial's verdicts (its texts and
+        # reason are the first trial's too); its scores are the mean over them.
+        frame = frame.filter(pc.equal(frame["trial"], 0))
     frame = frame.sort_by([("item_id", "ascending"), ("position", "ascending")])
     found: dict[str, list[list[Any]]] = {}
     values = [frame[name].to_pylist() for name in columns]

@@ -118,6 +118,7 @@ class JudgeStack:
             sent,
             max_in_flight=options.max_judge_requests_in_flight,
             requests_per_minute=options.judge_rpm,
+            tokens_per_minute=options.judge_tpm,
             retry=options.retry,
             request_timeout_s=options.request_timeout_s,
             outage_timeout_s=options.outage_timeout_s,

@@ -1,10 +1,16 @@
-"""Judge traffic: a bound on requests in flight, a smooth request rate, retries, and back-off.
+"""Judge traffic: a bound on requests in flight, a smooth request and token rate, retries, and
+back-off.
 
 ``LimitedJudge`` wraps a judge for one run. It retries what the policy says is transient,
 honours the server's ``Retry-After``, and adapts: each burst of 429s halves the requests in
-flight (and the rate, when one is set) and holds every new request back for the time the server
+flight (and the rates, when set) and holds every new request back for the time the server
 asked. Each round of successes raises them again: doubling back up to half the level where the
 429s began (as TCP's slow start does), then one step a round, up to the configured limits.
+
+Tokens are paced like requests (``TokenPacer``): each request waits until the tokens it is
+estimated to use have accrued at the configured rate, and its reply's own count corrects the
+estimate. The server's ``x-ratelimit-remaining-*`` headers hold new requests back until its
+reset when it says too little is left for the next one, before it answers 429.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from asyncio_throttle.throttler import Throttler
 
@@ -24,9 +31,12 @@ from summeval_runner._judges._protocol import (
     Judge,
     JudgeReply,
     JudgeRequest,
+    RateLimits,
+    TokenUsage,
     judge_name,
     judge_price,
 )
+from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._spend import Spend
 
@@ -36,6 +46,14 @@ _MIN_RATE_SHARE = 0.1
 _CUT_INTERVAL_S = 1.0
 # A cut this long after the last one starts a new episode: its level sets the recovery target.
 _EPISODE_S = 30.0
+# The token pacer's step back on a burst of 429s is gentle (the limit is known: an estimate fell
+# short), and its step forward a round of successes small.
+_MIN_TOKEN_SHARE = 0.5
+_TOKEN_SHARE_STEP = 0.01
+# judge_tpm is the server's limit: the pacer keeps this share of it, so that the jitter between
+# a request leaving and arriving (a delayed request reaching the server with the ones after it)
+# does not tip a drained bucket into 429s.
+_TOKEN_MARGIN = 0.98
 # The longest wait between two probes of an unreachable judge: a judge that comes back is
 # found within this, whatever the retry policy's max_delay_s.
 _PROBE_MAX_DELAY_S = 2.0
@@ -106,6 +124,81 @@ class AdaptiveSlots:
                 waiter.set_result(None)
 
 
+class TokenPacer:
+    """At most ``tokens_per_minute`` tokens a minute, at most ``burst_s`` seconds' worth at once.
+
+    ``acquire(n)`` waits, in arrival order, until ``n`` tokens have accrued (a request larger
+    than the burst waits for a full one); ``correct(delta)`` charges or refunds the difference
+    between a request's estimate and what it used. The burst is half a second's worth: a
+    server's bucket holds at least a second's, so requests that a busy machine (or network)
+    delays and delivers together still fit in it. ``clock`` and ``sleep`` are passed in so that
+    tests can run it on a fake clock.
+    """
+
+    def __init__(
+        self,
+        tokens_per_minute: float,
+        *,
+        burst_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        if tokens_per_minute <= 0:
+            raise ValueError(f"tokens_per_minute must be > 0, got {tokens_per_minute}")
+        self.tokens_per_minute = tokens_per_minute
+        self._burst_s = burst_s
+        self._share = 1.0
+        self._clock = clock
+        self._sleep = sleep
+        self._level = self.capacity
+        self._at = clock()
+        self._turn = asyncio.Lock()
+
+    @property
+    def rate(self) -> float:
+        """Tokens a second, now (a share of the configured rate after 429s)."""
+        return self.tokens_per_minute * self._share / 60.0
+
+    @property
+    def capacity(self) -> float:
+        return self.tokens_per_minute / 60.0 * self._burst_s
+
+    @property
+    def share(self) -> float:
+        """The share of the configured rate the pacer keeps now (1 but after 429s)."""
+        return self._share
+
+    def set_share(self, share: float) -> None:
+        self._refill()
+        self._share = share
+
+    def lower_limit(self, tokens_per_minute: float) -> None:
+        """The server's own limit is lower than the one configured: keep to the server's."""
+        self._refill()
+        self.tokens_per_minute = tokens_per_minute
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._level = min(self.capacity, self._level + (now - self._at) * self.rate)
+        self._at = now
+
+    async def acquire(self, tokens: int) -> None:
+        async with self._turn:
+            need = min(float(tokens), self.capacity)
+            while True:
+                self._refill()
+                if self._level >= need:
+                    self._level -= tokens
+                    return
+                await self._sleep((need - self._level) / self.rate)
+
+    def correct(self, delta: float) -> None:
+        """Charge ``delta`` more tokens (a refund when negative): a reply's count against its
+        request's estimate, or a request that was not answered."""
+        self._refill()
+        self._level = min(self.capacity, self._level - delta)
+
+
 class _NotSent(Exception):
     """The judge became unreachable while a request waited for its slot: it was not sent, and
     goes back to wait for the judge."""
@@ -137,6 +230,7 @@ class LimitedJudge:
         *,
         max_in_flight: int,
         requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
         retry: RetryPolicy | None = None,
         request_timeout_s: float | None = None,
         outage_timeout_s: float = 60.0,
@@ -182,9 +276,14 @@ class LimitedJudge:
         self._rate_share = 1.0
         self._throttler: Throttler | None = None
         self._throttle_turn = asyncio.Lock()
+        self._pacer = (
+            TokenPacer(tokens_per_minute * _TOKEN_MARGIN) if tokens_per_minute is not None else None
+        )
         if requests_per_minute is not None:
             self._throttler = Throttler(rate_limit=1, period=1.0)
             self._set_rate(1.0)
+        # The tokens paced out so far (estimates, corrected by the replies' counts).
+        self.tokens_paced = 0
         self._started = time.monotonic()
 
     @property
@@ -211,6 +310,8 @@ class LimitedJudge:
         limit = f"limit {self._slots.limit}"
         if self._rpm is not None:
             limit += f"/{self.requests_per_minute:.0f} rpm"
+        if self._pacer is not None:
+            limit += f"/{self._pacer.rate * 60:,.0f} tpm"
         return f"{figures}, {limit}"
 
     def _set_rate(self, share: float) -> None:
@@ -233,6 +334,8 @@ class LimitedJudge:
                 self._slots.resize(
                     min(2 * limit, self._fast_limit) if limit < self._fast_limit else limit + 1
                 )
+            if self._pacer is not None:
+                self._pacer.set_share(min(1.0, self._pacer.share + _TOKEN_SHARE_STEP))
             share = self._rate_share
             if self._throttler is not None and share < 1.0:
                 self._set_rate(
@@ -259,6 +362,10 @@ class LimitedJudge:
             self._slots.resize(self._slots.limit // 2)
             if self._throttler is not None:
                 self._set_rate(self._rate_share / 2)
+            if self._pacer is not None:
+                # The token rate is known (judge_tpm): a 429 means an estimate fell short, not
+                # that the limit is lower; a gentle step back, recovered a step a round.
+                self._pacer.set_share(max(_MIN_TOKEN_SHARE, self._pacer.share * 0.9))
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -344,7 +451,16 @@ class LimitedJudge:
                 # wait their turn on the lock without waking, instead of dozens polling at once.
                 async with self._throttle_turn:
                     await self._throttler.acquire()  # type: ignore[no-untyped-call]
+            paced = 0
+            if self._pacer is not None:
+                expected = self._expected(request)
+                paced = expected.input_tokens + expected.output_tokens
+                await self._pacer.acquire(paced)
+                self.tokens_paced += paced
             if self._unreachable is not None or (self._paused and not probe):
+                if self._pacer is not None:
+                    self._pacer.correct(-paced)
+                    self.tokens_paced -= paced
                 raise _NotSent
             # Raises BudgetExhaustedError when the request would pass the run's budget.
             hold = self._spend.admit_judge(request, self._price) if self._spend else None
@@ -358,16 +474,20 @@ class LimitedJudge:
             try:
                 reply = await self._call(request)
             except JudgeConnectionError as error:
+                self._unpaced(paced)
                 self._lost(error, probe=probe)
                 if self._unreachable is not None:
                     raise self._unreachable_error() from error
                 raise
             except JudgeAPIError:
                 # It got through (an HTTP error, a dropped or cut reply, a timeout): not an
-                # outage, whatever the retry policy makes of it.
+                # outage, whatever the retry policy makes of it. An unanswered request used no
+                # tokens: its estimate goes back to the pacer.
+                self._unpaced(paced)
                 self._reached()
                 raise
             self._reached()
+            self._repace(paced, reply)
             usage = reply.usage
             # Counted only when there is something to count: the offline judge's free replies
             # add no journal line.
@@ -387,6 +507,63 @@ class LimitedJudge:
             if self._spend is not None and hold is not None:
                 self._spend.release(hold)
             self._slots.release()
+
+    def _expected(self, request: JudgeRequest) -> TokenUsage:
+        """A request's tokens before it is sent: the run's estimate (the replies of its kind so
+        far), else its prompt and a careful model's reply."""
+        if self._spend is not None:
+            return self._spend.expected(request)
+        return TokenUsage(request_tokens(request), expected_output_tokens(request))
+
+    def _unpaced(self, paced: int) -> None:
+        if self._pacer is not None:
+            self._pacer.correct(-paced)
+            self.tokens_paced -= paced
+
+    def _repace(self, paced: int, reply: JudgeReply) -> None:
+        """Correct the pacer by the tokens the reply reports, and hold new requests back when
+        the server says too little of its limit is left for the next one."""
+        usage = reply.usage
+        used = usage.input_tokens + usage.output_tokens
+        if self._pacer is not None and used:
+            self._pacer.correct(used - paced)
+            self.tokens_paced += used - paced
+        limits = reply.rate_limits
+        if limits is not None:
+            self._heed(limits, paced or used)
+
+    def _heed(self, limits: RateLimits, next_tokens: int) -> None:
+        """The server's own count: when it has fewer tokens (or requests) left than the next
+        request needs, nothing new goes out until it has refilled enough (its reset time at
+        most), rather than be answered 429. Under ``judge_tpm`` the pacer keeps the token count
+        itself (the server's remaining tokens leave out what is on its way, and holding on
+        them would pace twice); a server limit below the configured one lowers the pacer's."""
+        checks = [(limits.remaining_requests, limits.limit_requests, limits.reset_requests_s, 1)]
+        pacer = self._pacer
+        if pacer is None:
+            checks.append(
+                (limits.remaining_tokens, limits.limit_tokens, limits.reset_tokens_s, next_tokens)
+            )
+        elif limits.limit_tokens and limits.limit_tokens < pacer.tokens_per_minute:
+            logger.warning(
+                "judge %s: the server's token limit is %d a minute, below judge_tpm (%g): paced "
+                "at the server's",
+                self.name,
+                limits.limit_tokens,
+                pacer.tokens_per_minute,
+            )
+            pacer.lower_limit(limits.limit_tokens)
+        waits = []
+        for remaining, limit, reset, need in checks:
+            if remaining is None or reset is None or remaining >= need:
+                continue
+            wait = reset
+            if limit:
+                # A bucket refilled at limit a minute has the shortfall back this soon.
+                wait = min(reset, (need - remaining) * 60.0 / limit)
+            waits.append(wait)
+        if waits:
+            self._hold_until = max(self._hold_until, time.monotonic() + max(waits))
 
     async def _call(self, request: JudgeRequest) -> JudgeReply:
         if self.request_timeout_s is None:

@@ -8,9 +8,11 @@ only if what was spent, what the requests in flight hold and its own estimate st
 budget; its reply then replaces the estimate with what it cost (``release`` and ``observe``).
 
 A judge request's estimate is its prompt as rendered (four bytes of text a token, the schema
-included) and a reply as long as the mean of the replies of its kind so far (before the first,
-a careful model's reply: ``model_reply``), at the judge's price. An agent call's is the mean of
-its calls so far (nothing before the first).
+included) and a reply as long as the longest of its kind so far (before the first, a careful
+model's reply: ``model_reply``), at the judge's price: erring long, since a call let out on too
+short an estimate can pass the budget (or a token limit) where one held on too long a one only
+waits for its reply to give the difference back. An agent call's is the mean of its calls so far
+(nothing before the first).
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ class Spend:
         self._earlier = PartTraffic()
         self._now = PartTraffic()
         self._held = Hold(0.0, 0)
-        # Output tokens of the judge's replies so far, per kind of request: (sum, count).
-        self._outputs: dict[str, tuple[int, int]] = {}
+        # The longest reply so far (output tokens), per kind of request.
+        self._outputs: dict[str, int] = {}
         self.exhausted: BudgetExhaustedError | None = None
 
     @property
@@ -67,13 +69,14 @@ class Spend:
 
     def learn(self, request: JudgeRequest, output_tokens: int) -> None:
         """A reply's output tokens, for the estimates of later requests of its kind."""
-        total, count = self._outputs.get(request.schema_name, (0, 0))
-        self._outputs[request.schema_name] = (total + output_tokens, count + 1)
+        longest = self._outputs.get(request.schema_name, 0)
+        self._outputs[request.schema_name] = max(longest, output_tokens)
 
     def expected(self, request: JudgeRequest) -> TokenUsage:
         """A judge request's tokens, estimated before it is sent."""
-        total, count = self._outputs.get(request.schema_name, (0, 0))
-        output = round(total / count) if count else expected_output_tokens(request)
+        output = self._outputs.get(request.schema_name)
+        if output is None:
+            output = expected_output_tokens(request)
         return TokenUsage(request_tokens(request), output)
 
     def admit_judge(self, request: JudgeRequest, price: Price | None) -> Hold:

@@ -1,0 +1,252 @@
+"""What a run costs: prices given and unknown, an estimate made before any call, and budgets
+(runner.max_cost, runner.max_tokens) that stop a run before it is passed, and resume."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app import ENV, openai_run, run_app, table
+from tests.chat_server import ChatServer
+from tests.documents import write_dataset
+
+JUDGE_PRICE = (2.5, 10.0)  # US dollars per million tokens, in and out
+AGENT_PRICE = (0.5, 1.5)
+PRICED = f"model.price={{input:{JUDGE_PRICE[0]},output:{JUDGE_PRICE[1]}}}"
+
+
+def manifest(run_dir: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    return loaded
+
+
+def priced(server: ChatServer, steps: set[str], price: tuple[float, float]) -> float:
+    """What the server's answers to requests of ``steps`` cost at ``price``, by its own token
+    counts."""
+    return sum(
+        (server.usage[i][0] * price[0] + server.usage[i][1] * price[1]) / 1e6
+        for i, request in enumerate(server.requests)
+        if request.step in steps and i in server.usage
+    )
+
+
+JUDGE_STEPS = {"preprocess", "claims", "analyze", "reason"}
+
+
+def test_prices_give_each_item_and_the_run_their_cost_judge_and_agent_apart(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        PRICED,
+        "target=llm_summarizer",
+        f"target.base_url={chat_server.base_url}",
+        "target.name=small-model",
+        f"target.price={{input:{AGENT_PRICE[0]},output:{AGENT_PRICE[1]}}}",
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    judge = priced(chat_server, JUDGE_STEPS, JUDGE_PRICE)
+    agent = priced(chat_server, {"summarize"}, AGENT_PRICE)
+    assert judge > 0
+    assert agent > 0
+    cost = manifest(tmp_path / "run")["cost"]
+    assert cost["judge"] == pytest.approx(judge)
+    assert cost["target"] == pytest.approx(agent)
+    assert cost["total"] == pytest.approx(judge + agent)
+    assert cost["currency"] == "USD"
+    items = table(tmp_path / "run", "items")
+    # Each item's judge calls at the judge's price (a reply two items share is paid once: the
+    # second is answered by the cache, at no cost); the agent's call at its own.
+    assert items["judge_cost"].sum() == pytest.approx(judge)
+    assert items["target_cost"].sum() == pytest.approx(agent)
+    agent_calls = [i for i, r in enumerate(chat_server.requests) if r.step == "summarize"]
+    agent_tokens = sorted(
+        chat_server.usage[i][0] * 1_000_000 + chat_server.usage[i][1] for i in agent_calls
+    )
+    assert sorted(items["target_input_tokens"] * 1_000_000 + items["target_output_tokens"]) == (
+        agent_tokens
+    )
+    assert f"cost: ${judge + agent:,.4f} (judge ${judge:,.4f}, agent ${agent:,.4f})" in (
+        completed.stdout
+    )
+
+
+def test_an_unknown_price_is_unknown_never_zero(tmp_path: Path, chat_server: ChatServer) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    completed = run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), env=ENV)
+
+    assert completed.returncode == 0, completed.stderr
+    assert table(tmp_path / "run", "items")["judge_cost"].isna().all()
+    cost = manifest(tmp_path / "run")["cost"]
+    assert (cost["judge"], cost["target"], cost["total"]) == (None, 0.0, None)
+    assert "cost: unknown (judge unknown, agent $0.0000)" in completed.stdout
+    assert "set model.price" in completed.stdout
+    # The offline judge and the lead-k baseline cost nothing, and say so.
+    offline = run_app(tmp_path / "offline", "dataset.limit=2", "runner.progress=false")
+    assert "cost: $0.0000 (judge $0.0000, agent $0.0000)" in offline.stdout
+
+
+def estimated(output: str) -> dict[str, int]:
+    found = re.search(r"judge requests\s+([\d,]+) to send, ([\d,]+) answered by the cache", output)
+    tokens = re.search(r"judge tokens\s+([\d,]+) in, ([\d,]+) out", output)
+    assert found, output
+    assert tokens, output
+    numbers = [int(n.replace(",", "")) for n in (*found.groups(), *tokens.groups())]
+    return dict(zip(("to_send", "cached", "in", "out"), numbers, strict=True))
+
+
+def test_an_estimate_sends_nothing_and_counts_what_the_cache_holds(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
+    overrides = (*openai_run(chat_server.base_url, dataset), PRICED)
+
+    before = run_app(tmp_path / "estimate", *overrides, "runner.estimate=true", env=ENV)
+
+    assert before.returncode == 0, before.stderr
+    assert chat_server.requests == []  # no judge call, no agent call
+    assert not (tmp_path / "estimate").exists()  # and nothing written
+    first = estimated(before.stdout)
+    assert (first["to_send"], first["cached"]) == (12, 0)  # 4 items x 3 calls
+    dollars = (first["in"] * JUDGE_PRICE[0] + first["out"] * JUDGE_PRICE[1]) / 1e6
+    assert f"judge cost      ${dollars:,.4f}" in before.stdout
+    assert "preprocess    4 to send" in before.stdout
+
+    # Once a run has filled the cache, the same run would send nothing.
+    assert run_app(tmp_path / "run", *overrides, env=ENV).returncode == 0
+    sent = len(chat_server.requests)
+    after = run_app(tmp_path / "again", *overrides, "runner.estimate=true", env=ENV)
+    assert after.returncode == 0, after.stderr
+    assert len(chat_server.requests) == sent
+    assert estimated(after.stdout) == {"to_send": 0, "cached": 12, "in": 0, "out": 0}
+    assert "total cost      $0.0000" in after.stdout
+
+
+def unique_bodies(server: ChatServer) -> bool:
+    bodies = [json.dumps(request.body, sort_keys=True) for request in server.requests]
+    return len(set(bodies)) == len(bodies)
+
+
+@pytest.mark.parametrize("limit", ["max_cost", "max_tokens"])
+def test_a_budget_stops_the_run_before_it_is_passed_and_a_larger_one_resumes_it(
+    tmp_path: Path, chat_server: ChatServer, limit: str
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+    overrides = (*openai_run(chat_server.base_url, dataset), PRICED, "runner.max_items_in_flight=1")
+    # What the whole run costs, measured on a run of its own (its own cache, then dropped).
+    whole = run_app(
+        tmp_path / "whole", *overrides, f"runner.cache_path={tmp_path / 'c.sqlite'}", env=ENV
+    )
+    assert whole.returncode == 0, whole.stderr
+    full = manifest(tmp_path / "whole")
+    spent = {"max_cost": full["cost"]["total"], "max_tokens": sum(full["tokens"].values())}
+    budget = spent[limit] / 2
+    budget_value = f"{budget:.6f}" if limit == "max_cost" else str(int(budget))
+    chat_server.requests.clear()
+
+    stopped = run_app(tmp_path / "run", *overrides, f"runner.{limit}={budget_value}", env=ENV)
+
+    assert stopped.returncode == 4, stopped.stderr
+    run = manifest(tmp_path / "run")
+    assert run["status"] == "interrupted"
+    assert run["exit_code"] == 4
+    assert f"the budget {limit}" in run["stopped_because"]
+    assert 0 < run["counts"]["total"] < 6
+    assert run["unfinished"] == 6 - run["counts"]["total"]
+    used = {"max_cost": run["cost"]["total"], "max_tokens": sum(run["tokens"].values())}
+    assert used[limit] <= float(budget_value)
+    assert f"with a budget larger than runner.{limit}=" in stopped.stderr
+    assert f"runner.resume={tmp_path / 'run'}" in stopped.stderr
+
+    resumed = run_app(
+        tmp_path / "run",
+        *overrides,
+        f"runner.resume={tmp_path / 'run'}",
+        f"runner.{limit}={10 * int(spent[limit]) + 100}",
+        env=ENV,
+    )
+
+    assert resumed.returncode == 0, resumed.stderr
+    done = manifest(tmp_path / "run")
+    assert (done["status"], done["counts"]["total"]) == ("completed", 6)
+    # Nothing paid for twice: the call of the item the budget stopped halfway was cached.
+    assert unique_bodies(chat_server)
+    assert done["cost"]["total"] == pytest.approx(full["cost"]["total"])
+    assert table(tmp_path / "run", "items")["score"].tolist() == (
+        table(tmp_path / "whole", "items")["score"].tolist()
+    )
+
+
+def test_the_agents_calls_count_against_the_budget(tmp_path: Path, chat_server: ChatServer) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+
+    stopped = run_app(
+        tmp_path / "run",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        "runner.max_items_in_flight=1",
+        "target=llm_summarizer",
+        f"target.base_url={chat_server.base_url}",
+        "target.name=small-model",
+        "target.price={input:1000,output:1000}",
+        "runner.max_cost=0.5",
+        env=ENV,
+    )
+
+    # The judge (offline) is free: the agent's calls alone reach the budget.
+    assert stopped.returncode == 4, stopped.stderr
+    run = manifest(tmp_path / "run")
+    assert "the next agent call" in run["stopped_because"]
+    assert run["cost"]["target"] <= 0.5
+    assert run["cost"]["judge"] == 0.0
+    assert len(chat_server.requests) == run["counts"]["total"] < 6
+
+
+def test_a_cost_budget_without_a_price_is_refused_before_any_call(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    refused = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        "runner.max_cost=1",
+        env=ENV,
+    )
+
+    assert refused.returncode == 2
+    assert "needs the judge's price" in refused.stderr
+    assert "model.price" in refused.stderr
+    assert chat_server.requests == []
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_progress_display_shows_the_cost_against_the_budget(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        PRICED,
+        "runner.progress=true",
+        "runner.max_cost=5",
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    total = manifest(tmp_path / "run")["cost"]["total"]
+    last = [line for line in completed.stderr.splitlines() if line.startswith("progress:")][-1]
+    assert f"cost ${total:,.4f} of $5.00" in last
