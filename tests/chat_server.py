@@ -9,12 +9,21 @@ run's outcome does not depend on the order requests arrive in. ``go_down()`` and
 take the server off its port (connections refused) and put it back on the same port.
 ``json_schema_supported = False`` refuses ``response_format`` json_schema with the HTTP 500 that
 llama-cpp-python's server sends.
+
+It serves OpenAI's Files and Batch APIs too (``/v1/files``, ``/v1/batches``): an uploaded JSONL
+file of requests becomes a batch whose lines are answered as the requests themselves would be
+(scripts and fault mixes apply, line by line) when the batch is read; ``hold_batches`` keeps
+batches in progress until ``release_batches``, and ``expire_next_batch(after=k)`` ends the next
+batch expired with only its first ``k`` lines answered.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.parser
+import email.policy
 import hashlib
+import itertools
 import json
 import math
 import random
@@ -78,6 +87,8 @@ class FaultMix:
     cut_bodies: float = 0.0
 
 
+# What a batch line the batch did not reach before its window closed says.
+EXPIRED = "This request could not be executed before the completion window expired."
 MALFORMED = '{"alignment": [{"claim": "cut sh'
 
 # What llama-cpp-python's server (0.3.36) answers to response_format json_schema: its request
@@ -104,6 +115,7 @@ class Recorded:
     body: dict[str, Any]
     client_port: int
     arrived: float  # time.monotonic() when the request arrived
+    batch: str | None = None  # the batch whose line it was, for a Batch API request
 
     @property
     def step(self) -> str:
@@ -208,6 +220,15 @@ class ChatServer:
         self._tpm_at = 0.0
         self._header_script: deque[dict[str, str]] = deque()
         self.token_arrivals: list[tuple[float, int]] = []
+        # The Files and Batch APIs: uploaded files, batches, how often each batch was read,
+        # and every line ever sent in a batch (custom_id), in order.
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_reads: Counter[str] = Counter()
+        self.batch_lines: list[str] = []
+        self._batches_held = False
+        self._expire_after: int | None = None
+        self._ids = itertools.count(1)
         # Echo each request's Authorization header and URL (its query too) into error bodies
         # and scripted replies, as careless servers and proxies do: what a secret test greps for.
         self.echo_credentials = False
@@ -425,6 +446,124 @@ class ChatServer:
         }
         return 200, completion, headers
 
+    def hold_batches(self) -> None:
+        """Keep every batch in progress (its lines unanswered) until ``release_batches``."""
+        with self._lock:
+            self._batches_held = True
+
+    def release_batches(self) -> None:
+        with self._lock:
+            self._batches_held = False
+
+    def expire_next_batch(self, after: int) -> None:
+        """The next batch read answers its first ``after`` lines and ends expired: the rest get
+        ``batch_expired`` errors, as a batch past its completion window."""
+        with self._lock:
+            self._expire_after = after
+
+    def _upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+        )
+        fields = {
+            part.get_param("name", header="content-disposition"): part
+            for part in message.iter_parts()
+        }
+        upload = fields["file"]
+        data = upload.get_payload(decode=True)
+        file_id = f"file-{next(self._ids)}"
+        with self._lock:
+            self.files[file_id] = data
+        return 200, {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": 0,
+            "filename": upload.get_filename() or "upload.jsonl",
+            "purpose": str(fields["purpose"].get_content()).strip(),
+            "status": "processed",
+        }
+
+    def _create_batch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        data = self.files.get(body.get("input_file_id", ""))
+        if data is None:
+            return 404, {"error": {"message": "No such file", "type": "invalid_request_error"}}
+        lines = [json.loads(line) for line in data.splitlines() if line.strip()]
+        batch_id = f"batch_{next(self._ids)}"
+        batch = {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "input_file_id": body["input_file_id"],
+            "completion_window": body.get("completion_window", "24h"),
+            "status": "in_progress",
+            "created_at": int(time.time()),
+            "output_file_id": None,
+            "error_file_id": None,
+            "metadata": body.get("metadata"),
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+        }
+        with self._lock:
+            self.batches[batch_id] = batch
+            self.batch_lines.extend(line["custom_id"] for line in lines)
+        return 200, batch
+
+    def _read_batch(self, batch_id: str) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            self.batch_reads[batch_id] += 1
+            held = self._batches_held
+            expire_after = self._expire_after
+            ended = batch is not None and batch["status"] != "in_progress"
+            if batch is not None and not held and not ended:
+                self._expire_after = None
+        if batch is None:
+            return 404, {"error": {"message": "No such batch", "type": "invalid_request_error"}}
+        if held or ended:
+            return 200, batch
+        data = self.files[batch["input_file_id"]]
+        lines = [json.loads(line) for line in data.splitlines() if line.strip()]
+        output, errors = [], []
+        for number, line in enumerate(lines):
+            if expire_after is not None and number >= expire_after:
+                errors.append({
+                    "id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"],
+                    "response": None,
+                    "error": {"code": "batch_expired", "message": EXPIRED},
+                })  # fmt: skip
+                continue
+            record = Recorded(path=line["url"], headers={}, body=line["body"], client_port=0,
+                              arrived=time.monotonic(), batch=batch_id)  # fmt: skip
+            answer = self._next(line["body"], record)
+            if not isinstance(answer, tuple):  # a hang, a drop, a broken body: a server error
+                answer = (500, {"error": {"message": "The server had an error"}}, {})
+            status, payload, _ = answer
+            result = {
+                "id": f"batch_req_{next(self._ids)}",
+                "custom_id": line["custom_id"],
+                "response": {"status_code": status, "request_id": "req", "body": payload},
+                "error": None,
+            }
+            (output if status == 200 else errors).append(result)
+
+        def stored(rows: list[dict[str, Any]]) -> str | None:
+            if not rows:
+                return None
+            file_id = f"file-{next(self._ids)}"
+            self.files[file_id] = "".join(json.dumps(row) + "\n" for row in rows).encode()
+            return file_id
+
+        with self._lock:
+            batch.update(
+                status="expired" if expire_after is not None else "completed",
+                output_file_id=stored(output),
+                error_file_id=stored(errors),
+                request_counts={
+                    "total": len(lines), "completed": len(output), "failed": len(errors)
+                },
+            )
+        return 200, batch
+
     def limit_tokens(self, per_minute: float, burst_s: float = 1.0) -> None:
         """Answer 429 beyond ``per_minute`` tokens (a request's prompt and reply, charged as it
         arrives), from a bucket holding ``burst_s`` seconds' worth; every reply reports the
@@ -486,9 +625,48 @@ class ChatServer:
                         server.open_connections -= 1
                         server._connections.discard(self.connection)
 
+            def send_json(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                parts = self.path.split("?", 1)[0].rstrip("/").split("/")
+                if parts[-1] == "batches":  # the list, newest first
+                    with server._lock:
+                        listed = sorted(
+                            server.batches.values(), key=lambda b: b["created_at"], reverse=True
+                        )
+                    self.send_json(200, {"object": "list", "data": listed, "has_more": False})
+                elif self.path.startswith("/v1/batches/"):
+                    self.send_json(*server._read_batch(parts[-1]))
+                elif self.path.startswith("/v1/files/") and parts[-1] == "content":
+                    data = server.files.get(parts[-2])
+                    if data is None:
+                        self.send_json(404, {"error": {"message": "No such file"}})
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                else:
+                    self.send_json(404, {"error": {"message": f"no route {self.path}"}})
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                if self.path.rstrip("/") == "/v1/files":
+                    self.send_json(*server._upload(self.headers.get("Content-Type", ""), raw))
+                    return
+                if self.path.rstrip("/") == "/v1/batches":
+                    self.send_json(*server._create_batch(json.loads(raw)))
+                    return
+                body = json.loads(raw or b"{}")
                 record = Recorded(
                     path=self.path,
                     headers={k.lower(): v for k, v in self.headers.items()},

@@ -61,8 +61,9 @@ _SYNC_INTERVAL_S = 1.0
 _HEAD = re.compile(rb'^\{"position":(\d+),"item_id":("(?:[^"\\]|\\.)*"),"status":"(\w+)"')
 _TRAFFIC = b'{"traffic":'
 _QUESTIONS = b'{"questions":'
+_BATCH = b'{"batch":'
 # Lines that are not item records: a reader of items skips them.
-_SIDE_LINES = (_TRAFFIC, _QUESTIONS)
+_SIDE_LINES = (_TRAFFIC, _QUESTIONS, _BATCH)
 # Damaged lines named one by one in a read; beyond that, only how many more.
 _NAMED_DAMAGE = 10
 
@@ -176,6 +177,27 @@ class QuestionsLine(BaseModel):
     drawn_with: str = ""
 
 
+class BatchRecord(BaseModel):
+    """A provider batch the run made (``RunOptions.mode="batch"``), journaled when it is created
+    (``state`` ``submitted``) and when it ends (``ended``): a resumed run reads its results
+    rather than send its requests again."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str
+    state: str
+    requests: int = 0
+    status: str | None = None
+    completed: int = 0
+    failed: int = 0
+
+
+class _BatchLine(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    batch: BatchRecord
+
+
 class _QuestionsLineWrapper(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -223,6 +245,8 @@ class JournalContents:
     damaged_lines: tuple[int, ...] = ()
     # Each (judge, key)'s question set, as first recorded.
     questions: tuple[QuestionsLine, ...] = ()
+    # The provider batches the run made, in the order journaled.
+    batches: tuple[BatchRecord, ...] = ()
 
 
 class RunWriter:
@@ -278,6 +302,13 @@ class RunWriter:
         """Append a source's shared questions: a resumed run asks its items the same ones."""
         self._journal.write(scrub(_QuestionsLineWrapper(questions=line).model_dump_json()) + "\n")
         self._written()
+
+    def write_batch(self, record: BatchRecord) -> None:
+        """Journal a batch as it is created or ends: flushed and synced at once, since a run
+        killed the moment after creating it must find it on resume."""
+        self._journal.write(_BatchLine(batch=record).model_dump_json(exclude_defaults=True) + "\n")
+        self._journal.flush()
+        os.fsync(self._journal.fileno())
 
     def _written(self) -> None:
         self._journal.flush()
@@ -455,6 +486,7 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
     statuses: dict[str, Status] = {}
     parts: dict[str, PartTraffic] = {}
     questions: dict[tuple[str, str], QuestionsLine] = {}
+    batches: list[BatchRecord] = []
     if not journal.exists():
         return JournalContents(statuses, parts)
     for number, _, line in _lines(journal):
@@ -466,6 +498,8 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
                 shared = _QuestionsLineWrapper.model_validate_json(line).questions
                 # The first set recorded is the one the run's items were asked.
                 questions.setdefault((shared.judge, shared.key), shared)
+            elif line.startswith(_BATCH):
+                batches.append(_BatchLine.model_validate_json(line).batch)
             else:
                 record = ItemRecord.model_validate_json(line)
                 statuses[record.item_id] = record.status
@@ -473,7 +507,7 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
             damage.note(journal, number, error)
     damage.summarize(journal)
     return JournalContents(
-        statuses, parts, tuple(sorted(damage.lines)), tuple(questions.values())
+        statuses, parts, tuple(sorted(damage.lines)), tuple(questions.values()), tuple(batches)
     )
 
 

@@ -32,6 +32,7 @@ from summeval_runner._errors import (
 )
 from summeval_runner._judges._protocol import (
     AsyncClosing,
+    BatchState,
     JudgeReply,
     JudgeRequest,
     Price,
@@ -202,6 +203,73 @@ class OpenAIChat:
         content, usage = _reply_of(completion)
         return ChatReply(content, usage, rate_limits_of(response.headers))  # type: ignore[attr-defined]
 
+    async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
+        """Upload ``lines`` as a batch input file and create a Chat Completions batch of it."""
+        client = await self._client()
+        try:
+            uploaded = await client.files.create(
+                file=("summeval-batch.jsonl", lines, "application/jsonl"), purpose="batch"
+            )
+            created = await client.batches.create(
+                input_file_id=uploaded.id,
+                endpoint="/v1/chat/completions",
+                completion_window="24h",
+                metadata=dict(metadata),
+            )
+        except openai.APIError as error:
+            raise _translate(error, redact_url(self.base_url)) from error
+        return _batch_state(created)
+
+    async def batch_state(self, batch_id: str) -> BatchState:
+        client = await self._client()
+        try:
+            return _batch_state(await client.batches.retrieve(batch_id))
+        except openai.APIError as error:
+            raise _translate(error, redact_url(self.base_url)) from error
+
+    async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
+        """Batches created since ``since`` whose metadata's ``summeval_run`` is ``tag``, read
+        newest first and no further back than ``since``."""
+        client = await self._client()
+        found = []
+        try:
+            async for batch in client.batches.list(limit=100):
+                if batch.created_at < since:
+                    break
+                if (batch.metadata or {}).get("summeval_run") == tag:
+                    found.append(_batch_state(batch))
+        except openai.APIError as error:
+            raise _translate(error, redact_url(self.base_url)) from error
+        return found
+
+    async def batch_file(self, file_id: str) -> bytes:
+        client = await self._client()
+        try:
+            content = await client.files.content(file_id)
+        except openai.APIError as error:
+            raise _translate(error, redact_url(self.base_url)) from error
+        return bytes(content.content)
+
+
+def _batch_state(batch: Any) -> BatchState:
+    counts = getattr(batch, "request_counts", None)
+    errors = getattr(getattr(batch, "errors", None), "data", None) or ()
+    return BatchState(
+        id=str(batch.id),
+        status=str(batch.status),
+        input_file_id=batch.input_file_id,
+        output_file_id=batch.output_file_id,
+        error_file_id=batch.error_file_id,
+        total=int(getattr(counts, "total", 0) or 0),
+        completed=int(getattr(counts, "completed", 0) or 0),
+        failed=int(getattr(counts, "failed", 0) or 0),
+        errors=tuple(
+            f"{getattr(e, 'code', None) or 'error'}: {getattr(e, 'message', None) or ''}"
+            + (f" (line {e.line})" if getattr(e, "line", None) else "")
+            for e in errors
+        ),
+    )
+
 
 @dataclass(frozen=True)
 class _LoopClient:
@@ -321,6 +389,29 @@ class OpenAIJudge(AsyncClosing):
             usage=reply.usage,
             cost=price.cost(reply.usage) if price is not None else None,
             rate_limits=reply.rate_limits,
+        )
+
+    async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
+        """The Batch API (``RunOptions.mode="batch"``): ``lines`` uploaded and sent as a batch."""
+        return await self._chat.submit_batch(lines, metadata)
+
+    async def batch_state(self, batch_id: str) -> BatchState:
+        return await self._chat.batch_state(batch_id)
+
+    async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
+        return await self._chat.tagged_batches(tag, since)
+
+    async def batch_file(self, file_id: str) -> bytes:
+        return await self._chat.batch_file(file_id)
+
+    def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
+        """A batch output line's Chat Completions body as a reply, at the batch price."""
+        content, usage = _reply_of(body)
+        price = self.config.price
+        return JudgeReply(
+            content=content,
+            usage=usage,
+            cost=price.cost(usage, batch=True) if price is not None else None,
         )
 
     def request_body(self, request: JudgeRequest) -> dict[str, Any]:

@@ -238,6 +238,63 @@ class Judge(Protocol):
         ...
 
 
+BatchStatus = Literal[
+    "validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling",
+    "cancelled",
+]
+# A batch in one of these has its results (or its failure) in its files: nothing more comes.
+BATCH_ENDED: frozenset[str] = frozenset({"failed", "completed", "expired", "cancelled"})
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """A provider batch as last seen: its status, its files, its request counts, and the
+    reasons a batch that failed validation gives."""
+
+    id: str
+    status: str
+    input_file_id: str | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+    errors: tuple[str, ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        return self.status in BATCH_ENDED
+
+
+@runtime_checkable
+class BatchJudge(Protocol):
+    """A judge whose provider has a Batch API (the OpenAI provider): requests as the lines of a
+    file, sent as one batch and answered within the provider's window, at its batch price."""
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The body one request sends (a batch line's ``body``)."""
+        ...
+
+    async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
+        """Upload ``lines`` (JSONL, one request each) and create a batch of them."""
+        ...
+
+    async def batch_state(self, batch_id: str) -> BatchState: ...
+
+    async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
+        """The batches created since ``since`` (Unix seconds) whose metadata carries ``tag``
+        (``summeval_run``): a run killed between creating a batch and journaling it finds it."""
+        ...
+
+    async def batch_file(self, file_id: str) -> bytes:
+        """A batch's output or error file, whole."""
+        ...
+
+    def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
+        """The reply one output line's response body holds, at the batch price."""
+        ...
+
+
 _Closing = TypeVar("_Closing", bound="AsyncClosing")
 
 

@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from summeval_runner._errors import (
@@ -20,6 +20,7 @@ from summeval_runner._io._datasets import Item
 from summeval_runner._io._noise import NoiseTally
 from summeval_runner._io._rows import ItemRecord
 from summeval_runner._judges._protocol import Price, TokenUsage
+from summeval_runner._runner._batches import IdleWatch
 from summeval_runner._runner._items import shown
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
@@ -106,6 +107,7 @@ class Batch:
         keep_results: bool,
         spend: Spend | None = None,
         count: Callable[[Mapping[str, float]], None] | None = None,
+        idle: IdleWatch | None = None,
     ) -> None:
         self.scorers = scorers
         # Each trial's scorers (RunOptions.trials): the first trial's are the scorers.
@@ -127,8 +129,18 @@ class Batch:
         # The budget (max_cost, max_tokens) stopped the run: no further item starts, those in
         # flight finish what they can, and the run ends interrupted.
         self.budget_stop: BudgetExhaustedError | None = None
-        self.item_timeout_s = options.item_timeout_s
-        self.item_slots = asyncio.Semaphore(options.max_items_in_flight)
+        # Which evaluations are at work: in batch mode a round of judge calls goes out when
+        # every one waits on the judge.
+        self.idle = idle or IdleWatch()
+        batched = options.mode == "batch"
+        # A batch is answered within the provider's window (hours): no item timeout applies,
+        # and a round's batch holds the calls of every item in flight.
+        self.item_timeout_s = None if batched else options.item_timeout_s
+        self.item_slots = asyncio.Semaphore(
+            max(options.max_items_in_flight, options.batch_max_requests // options.trials)
+            if batched
+            else options.max_items_in_flight
+        )
         self.target_slots = asyncio.Semaphore(options.max_target_calls_in_flight)
         # Finished items' results, when kept; counts and score sums always.
         self.done: list[tuple[int, ItemResult]] = []
@@ -361,7 +373,8 @@ class Batch:
                 async with self.target_slots:
                     hold = self.spend.admit_target() if self.spend is not None else None
                     try:
-                        output = await _call_target(self.target, item.input)
+                        with self.idle.working():
+                            output = await _call_target(self.target, item.input)
                     finally:
                         if self.spend is not None and hold is not None:
                             self.spend.release(hold)
@@ -431,10 +444,14 @@ class Batch:
             self.count(counts)
         return usage, cost
 
+    async def _working(self, evaluation: Awaitable[Any]) -> Any:
+        with self.idle.working():
+            return await evaluation
+
     async def score(self, scorers: Sequence[Any], input: Any, output: Any) -> dict[str, Any]:
         """Every scorer's result (of one trial), or the ErrorInfo of the scorer that raised."""
         outcomes = await asyncio.gather(
-            *(_run_scorer(scorer, input, output) for scorer in scorers),
+            *(self._working(_run_scorer(scorer, input, output)) for scorer in scorers),
             return_exceptions=True,
         )
         results: dict[str, Any] = {}

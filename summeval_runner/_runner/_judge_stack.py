@@ -16,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from summeval_runner._errors import ConfigError
+from summeval_runner._io._journal import BatchRecord
 from summeval_runner._io._manifest import CacheUse, JudgeTraffic
-from summeval_runner._judges._protocol import Judge, judge_name
+from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name
+from summeval_runner._runner._batches import BatchedJudge, IdleWatch
 from summeval_runner._runner._cache import (
     CachedJudge,
     CachedQuestions,
@@ -53,7 +56,13 @@ class JudgeStack:
         self._options = options
         # What the run has spent, and its budget: every request is admitted by it.
         self.spend = spend
-        self._limited: dict[int, LimitedJudge] = {}
+        # Each judge as its requests are sent: within the run's limits, or (batch mode) as
+        # batches of the provider's Batch API.
+        self._limited: dict[int, LimitedJudge | BatchedJudge] = {}
+        # Which evaluations are at work and which wait (batch mode sends when all wait).
+        self.idle = IdleWatch()
+        # Hears of each provider batch as it is created and as it ends (the journal).
+        self.on_batch: Callable[[BatchRecord], None] | None = None
         self._wrapped: dict[int, Judge] = {}
         self._banks: dict[int, QuestionBank] = {}
         # Judges this run made (copies without SDK retries): the run closes them.
@@ -93,7 +102,9 @@ class JudgeStack:
                 if self.on_questions is not None:
                     self.on_questions(name, questions)
 
-            self._banks[key] = QuestionBank(store=store, on_shared=shared)
+            self._banks[key] = QuestionBank(
+                store=store, on_shared=shared, waiting=self.idle.waiting_on
+            )
         return self._banks[key]
 
     def seed_questions(self, recorded: Mapping[str, Mapping[QuestionKey, QuestionSet]]) -> None:
@@ -104,29 +115,58 @@ class JudgeStack:
             if sets:
                 bank.seed(sets)
 
+    def seed_batches(
+        self, recorded: tuple[BatchRecord, ...], *, run_id: str, since: float, resumed: bool
+    ) -> None:
+        """Batch mode: tag the run's batches with its id; for a resumed run, the batches its
+        earlier parts made are read before anything is sent."""
+        for limited in self._limited.values():
+            if isinstance(limited, BatchedJudge):
+                limited.recover(recorded, run_id=run_id, since=since, resumed=resumed)
+
     def _wrap(self, judge: Judge) -> Judge:
         key = id(judge)
         if key in self._wrapped:
             return self._wrapped[key]
         options = self._options
+        if options.mode == "batch" and not isinstance(judge, BatchJudge):
+            raise ConfigError(
+                f"mode batch sends the judge's requests through its provider's Batch API, and "
+                f"judge {judge_name(judge)} has none: use an OpenAI judge (model=openai), or "
+                "mode interactive"
+            )
         without_retries = getattr(judge, "without_retries", None)
         sent: Judge = judge
         if callable(without_retries):
             sent = without_retries()
             self._owned.append(sent)
-        limited = LimitedJudge(
-            sent,
-            max_in_flight=options.max_judge_requests_in_flight,
-            requests_per_minute=options.judge_rpm,
-            tokens_per_minute=options.judge_tpm,
-            retry=options.retry,
-            request_timeout_s=options.request_timeout_s,
-            outage_timeout_s=options.outage_timeout_s,
-            on_traffic=self._count,
-            spend=self.spend,
-        )
-        wrapped: Judge = limited
         identity = cache_identity(judge)
+        limited: LimitedJudge | BatchedJudge
+        if options.mode == "batch":
+            limited = BatchedJudge(
+                sent,
+                identity=identity or {"judge": judge_name(judge)},
+                retry=options.retry,
+                max_requests=options.batch_max_requests,
+                poll_s=options.batch_poll_s,
+                idle=self.idle,
+                spend=self.spend,
+                on_batch=self._batch,
+                on_traffic=self._count,
+            )
+        else:
+            limited = LimitedJudge(
+                sent,
+                max_in_flight=options.max_judge_requests_in_flight,
+                requests_per_minute=options.judge_rpm,
+                tokens_per_minute=options.judge_tpm,
+                retry=options.retry,
+                request_timeout_s=options.request_timeout_s,
+                outage_timeout_s=options.outage_timeout_s,
+                on_traffic=self._count,
+                spend=self.spend,
+            )
+        wrapped: Judge = limited
         if options.cache != "off" and identity is not None:
             if self.cache is None:
                 self.cache = ResponseCache(
@@ -140,6 +180,10 @@ class JudgeStack:
     def _count(self, counts: Mapping[str, float]) -> None:
         if self.on_traffic is not None:
             self.on_traffic(counts)
+
+    def _batch(self, record: BatchRecord) -> None:
+        if self.on_batch is not None:
+            self.on_batch(record)
 
     def traffic(self, before: JudgeTraffic | None = None) -> JudgeTraffic:
         """What this run's judges were asked and answered, added to ``before`` (the earlier
@@ -174,7 +218,11 @@ class JudgeStack:
 
     @property
     def throttled(self) -> int:
-        return sum(limited.throttled for limited in self._limited.values())
+        return sum(
+            limited.throttled
+            for limited in self._limited.values()
+            if isinstance(limited, LimitedJudge)
+        )
 
     def describe(self) -> str:
         """The judges' figures for the progress display."""

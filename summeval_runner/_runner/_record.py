@@ -29,6 +29,7 @@ from summeval_runner._errors import ConfigError, InputError, RunRecordError
 from summeval_runner._io._history import write_runs_table
 from summeval_runner._io._journal import (
     JOURNAL,
+    BatchRecord,
     JournalContents,
     PartTraffic,
     QuestionsLine,
@@ -90,8 +91,11 @@ class RunRecorder:
         earlier: PartTraffic,
         options: RunOptions,
         questions: tuple[QuestionsLine, ...] = (),
+        batches: tuple[BatchRecord, ...] = (),
     ) -> None:
         self.run_dir = run_dir
+        # The provider batches an earlier part of the run made (batch mode).
+        self.recorded_batches = batches
         self._options = options
         self.manifest = manifest
         # Items finished in an earlier part of the run, not scored again.
@@ -185,7 +189,16 @@ class RunRecorder:
             writer.close()
             raise
         earlier = _earlier_traffic(contents, previous)
-        return cls(run_dir, writer, manifest, kept, earlier, plan.options, contents.questions)
+        return cls(
+            run_dir,
+            writer,
+            manifest,
+            kept,
+            earlier,
+            plan.options,
+            contents.questions,
+            contents.batches,
+        )
 
     def write(self, result: ItemResult, position: int) -> None:
         self._writer.write(ItemRecord.of(result, position))
@@ -219,6 +232,20 @@ class RunRecorder:
                     self._writer.journal_path,
                     error,
                 )
+
+    def write_batch(self, record: BatchRecord) -> None:
+        """Journal a provider batch as it is created or ends. A batch that cannot be journaled
+        is still waited for and read: only a resume of a killed run would not know of it."""
+        try:
+            self._writer.write_batch(record)
+        except (OSError, ValueError) as error:
+            logger.warning(
+                "%s: batch %s could not be journaled (%s); a resume would send its requests "
+                "again",
+                self._writer.journal_path,
+                record.id,
+                error,
+            )
 
     def count_traffic(self, counts: Mapping[str, float]) -> None:
         """Add ``counts`` (``requests``, ``retries``, ``throttled_429``, ``input_tokens``,

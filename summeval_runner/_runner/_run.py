@@ -217,6 +217,13 @@ async def run_evals(
             spend.add_earlier(recorder.traffic())
             judges.on_questions = recorder.write_questions
             judges.seed_questions(recorder.recorded_questions)
+            judges.on_batch = recorder.write_batch
+            judges.seed_batches(
+                recorder.recorded_batches,
+                run_id=recorder.manifest.run_id,
+                since=recorder.manifest.started_at.timestamp() - 60,
+                resumed=resume,
+            )
         kept = recorder.kept if recorder is not None else frozenset()
         to_do = None if items.selected is None else items.selected - len(kept)
         batch = Batch(
@@ -239,6 +246,7 @@ async def run_evals(
             keep_results=keep_results,
             spend=spend,
             count=count,
+            idle=judges.idle,
         )
     except BaseException:
         try:

@@ -21,8 +21,10 @@ the same questions), through a ``QuestionStore``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -98,7 +100,8 @@ class QuestionBank:
     """The question sets of one judge's evaluations: each source's drawn once, then shared.
 
     ``known`` seeds it (the sets a resumed run recorded); ``store`` keeps sets across runs;
-    ``on_shared`` hears of each set the first time this bank holds it (a run journals it).
+    ``on_shared`` hears of each set the first time this bank holds it (a run journals it);
+    ``waiting`` marks an evaluation waiting for another's draw (batch mode counts it idle).
     """
 
     def __init__(
@@ -107,8 +110,10 @@ class QuestionBank:
         known: Mapping[QuestionKey, QuestionSet] | None = None,
         store: QuestionStore | None = None,
         on_shared: Callable[[SharedQuestions], None] | None = None,
+        waiting: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
         self._known: dict[QuestionKey, QuestionSet] = dict(known or {})
+        self._waiting = waiting or contextlib.nullcontext
         self._store = store
         self._on_shared = on_shared
         # Sources being drawn now: set when the drawing evaluation publishes or gives up.
@@ -151,7 +156,8 @@ class QuestionBank:
                 self._drawing[key] = asyncio.get_running_loop().create_future()
                 return Claim(None, draw=True)
             # asyncio.wait, not await: a waiter that is cancelled must not cancel the draw.
-            await asyncio.wait([pending])
+            with self._waiting():
+                await asyncio.wait([pending])
 
     def publish(self, key: QuestionKey, questions: tuple[str, ...], drawer: str) -> tuple[str, ...]:
         """The set drawn for ``key``, or the one the bank or the store already held (drawn

@@ -1,0 +1,560 @@
+"""The Batch API mode (``RunOptions.mode="batch"``): each round of judge calls as one batch.
+
+``BatchedJudge`` stands where ``LimitedJudge`` stands in interactive mode (behind the response
+cache, so a request the cache answers never reaches a batch). The scorers run as they always do,
+one awaited call at a time; their requests gather here until every evaluation in flight is
+waiting on the judge (``IdleWatch``: the run counts evaluations at work and those waiting), and
+then go out as one batch: a JSONL file uploaded, a batch created on it, polled every
+``batch_poll_s`` until it ends, its output and error files read, and each request's reply handed
+back. With 10,000 items in flight, the preprocess calls of all of them are one batch, their
+analyze calls the next, their reason calls the one after.
+
+A line that failed (an HTTP error in the error file, a request the batch did not reach before it
+expired, a batch cancelled) is a ``JudgeAPIError`` of that status, retried in a later batch as the
+retry policy says (a 400 is not) and then an item error, as in the interactive mode; a batch the
+provider refused whole (its validation failed) fails its requests with its reasons.
+
+Every batch is journaled as it is created and as it ends (``BatchRecord``). A run killed while a
+batch is in flight is resumed by reading that batch (and every other batch the run made) before
+anything is sent: its replies answer the resumed run's requests, so nothing is paid twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from summeval_runner._errors import (
+    BudgetExhaustedError,
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeUnavailableError,
+)
+from summeval_runner._io._journal import BatchRecord
+from summeval_runner._judges._protocol import (
+    BatchJudge,
+    BatchState,
+    Judge,
+    JudgeReply,
+    JudgeRequest,
+    judge_name,
+    judge_price,
+)
+from summeval_runner._runner._cache import request_key
+from summeval_runner._runner._retry import RetryPolicy
+from summeval_runner._runner._spend import Hold, Spend
+
+logger = logging.getLogger("summeval_runner")
+
+# Loop turns with nothing at work but waiters, in a row, before the gathered requests go out:
+# an item between two steps (its judge call answered, its next not yet asked) takes a turn or
+# two to ask again.
+_SETTLE_TURNS = 8
+# The batches whose replies are kept after they end, for a request asked again a round later.
+_RECENT_BATCHES = 2
+
+
+class IdleWatch:
+    """Which of a run's evaluations are at work and which wait on the judge (or on another
+    evaluation's draw of a source's questions): the batch goes out when they all wait."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.waiting = 0
+        self._changed = asyncio.Event()
+
+    @contextlib.contextmanager
+    def working(self) -> Iterator[None]:
+        """An evaluation (an agent call, a scorer's run) is at work inside the block."""
+        self.active += 1
+        self._note()
+        try:
+            yield
+        finally:
+            self.active -= 1
+            self._note()
+
+    @contextlib.contextmanager
+    def waiting_on(self) -> Iterator[None]:
+        """An evaluation at work waits on the judge or on another's draw inside the block."""
+        self.waiting += 1
+        self._note()
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+            self._note()
+
+    def _note(self) -> None:
+        self._changed.set()
+
+    @property
+    def idle(self) -> bool:
+        return self.waiting >= self.active
+
+    async def settled(self) -> bool:
+        """Whether every evaluation has been waiting for ``_SETTLE_TURNS`` loop turns running
+        (nothing else changed meanwhile)."""
+        for _ in range(_SETTLE_TURNS):
+            if not self.idle:
+                return False
+            self._changed.clear()
+            await asyncio.sleep(0)
+            if self._changed.is_set() and not self.idle:
+                return False
+        return self.idle
+
+    async def changed(self) -> None:
+        self._changed.clear()
+        await self._changed.wait()
+
+
+@dataclass
+class _Pending:
+    request: JudgeRequest
+    key: str
+    retry: bool
+    futures: list[asyncio.Future[JudgeReply]] = field(default_factory=list)
+
+
+class BatchedJudge:
+    """A judge whose requests go to its provider's Batch API, a round at a time.
+
+    ``recover`` gives it the batches an earlier part of the run made (from its journal): they
+    are read first, and their replies answer this part's requests. ``on_batch`` hears of each batch
+    as it is created and as it ends; ``on_traffic`` counts requests, retries, tokens and cost as
+    elsewhere.
+    """
+
+    def __init__(
+        self,
+        judge: Judge,
+        *,
+        identity: Mapping[str, Any],
+        retry: RetryPolicy,
+        max_requests: int,
+        poll_s: float,
+        idle: IdleWatch,
+        spend: Spend | None = None,
+        on_batch: Callable[[BatchRecord], None] | None = None,
+        on_traffic: Callable[[Mapping[str, float]], None] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        if not isinstance(judge, BatchJudge):
+            raise TypeError(f"judge {judge_name(judge)} has no Batch API")
+        self.judge = judge
+        # The same judge, as its Batch API.
+        self._provider: BatchJudge = judge
+        self.name = judge_name(judge)
+        self.throttled = 0  # a batch meets no 429: the provider paces it
+        self._identity = dict(identity)
+        self._retry = retry
+        self._max_requests = max_requests
+        self._poll_s = poll_s
+        self._idle = idle
+        self._spend = spend
+        self._price = judge_price(judge)
+        self._on_batch = on_batch
+        self._on_traffic = on_traffic
+        self._metadata = dict(metadata or {})
+        self._recorded: list[BatchRecord] = []
+        self._resumed = False
+        self._since = 0.0
+        self._recovered: dict[str, JudgeReply] = {}
+        # The replies of the last batches to end: an evaluation a round behind may ask what
+        # another asked the round before, before the response cache holds it.
+        self._recent: list[dict[str, JudgeReply]] = []
+        self._recovery: asyncio.Task[None] | None = None
+        self._pending: dict[str, _Pending] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self._batches: set[asyncio.Task[None]] = set()
+        self._fatal: JudgeUnavailableError | None = None
+        # Figures: batches made, requests sent, their states.
+        self.batches_submitted = 0
+        self.requests_sent = 0
+        self.retries = 0
+        self.recovered_replies = 0
+        self._in_flight: dict[str, BatchState] = {}
+
+    def recover(
+        self, recorded: Sequence[BatchRecord], *, run_id: str, since: float, resumed: bool
+    ) -> None:
+        """Tag this run's batches with ``run_id`` (their metadata's ``summeval_run``); for a
+        resumed run, the batches its earlier parts made (its journal's, and any the provider
+        holds with its tag since ``since``, Unix seconds: one created the moment before a kill
+        could not be journaled) are read before anything is sent, their replies answering this
+        part's requests."""
+        self._metadata = {**self._metadata, "summeval_run": run_id}
+        self._recorded = list(recorded)
+        self._resumed = resumed
+        self._since = since
+
+    # --- the judge protocol ------------------------------------------------------------------
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        await self._recovered_first()
+        key = request_key(self._identity, request)
+        attempt = 1
+        while True:
+            known = self._recovered.get(key) or self._recently(key)
+            if known is not None:
+                # Its cost goes to the first evaluation it answers, as a reply the response
+                # cache holds costs the later ones nothing.
+                self._recovered[key] = replace(known, cost=0.0)
+                return known if attempt == 1 else replace(known, retries=attempt - 1)
+            if self._fatal is not None:
+                raise self._fatal
+            future = self._enqueue(key, request, retry=attempt > 1)
+            try:
+                with self._idle.waiting_on():
+                    reply = await asyncio.shield(future)
+            except JudgeAPIError as error:
+                retryable = self._retry.is_retryable(error)
+                if not retryable or attempt >= self._retry.max_attempts:
+                    error.attempts = attempt
+                    raise
+                attempt += 1
+                continue
+            return reply if attempt == 1 else replace(reply, retries=attempt - 1)
+
+    def describe(self) -> str:
+        """Figures for the progress display: batches made and the ones out now."""
+        text = f"batches {self.batches_submitted}, requests {self.requests_sent}"
+        for state in self._in_flight.values():
+            text += f", {state.id} {state.status} {state.completed + state.failed}/{state.total}"
+        if self._pending:
+            text += f", {len(self._pending)} gathering"
+        return text
+
+    async def aclose(self) -> None:
+        for task in (self._flusher, self._recovery, *self._batches):
+            if task is not None:
+                task.cancel()
+        tasks = [t for t in (self._flusher, self._recovery, *self._batches) if t is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for pending in self._pending.values():
+            for future in pending.futures:
+                future.cancel()
+        close = getattr(self.judge, "aclose", None)
+        if close is not None:
+            await close()
+
+    # --- gathering requests into rounds ------------------------------------------------------
+
+    def _enqueue(
+        self, key: str, request: JudgeRequest, *, retry: bool
+    ) -> asyncio.Future[JudgeReply]:
+        future: asyncio.Future[JudgeReply] = asyncio.get_running_loop().create_future()
+        pending = self._pending.get(key)
+        if pending is None:
+            # The same request asked twice in a round (two items alike) is one line.
+            pending = self._pending[key] = _Pending(request, key, retry)
+        pending.futures.append(future)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._gather_rounds())
+        return future
+
+    async def _gather_rounds(self) -> None:
+        """Send what is gathered whenever every evaluation waits (or a batch is full)."""
+        while self._pending:
+            if len(self._pending) >= self._max_requests or await self._idle.settled():
+                keys = list(self._pending)[: self._max_requests]
+                round_ = [self._pending.pop(key) for key in keys]
+                task = asyncio.create_task(self._run_batch(round_))
+                self._batches.add(task)
+                task.add_done_callback(self._batches.discard)
+                continue
+            await self._idle.changed()
+
+    async def _run_batch(self, round_: list[_Pending]) -> None:
+        holds: list[Hold] = []
+        try:
+            admitted, holds = self._admit(round_)
+            if not admitted:
+                return
+            state = await self._submit(admitted)
+            self._in_flight[state.id] = state
+            try:
+                state = await self._poll(state)
+            finally:
+                self._in_flight.pop(state.id, None)
+            replies, errors = await self._results(state, {p.key for p in admitted})
+            self._record(
+                BatchRecord(
+                    id=state.id,
+                    state="ended",
+                    status=state.status,
+                    completed=len(replies),
+                    failed=len(admitted) - len(replies),
+                )
+            )
+            self._recent = [*self._recent[-(_RECENT_BATCHES - 1) :], replies]
+            for pending in admitted:
+                reply = replies.get(pending.key)
+                if reply is not None:
+                    self._count_reply(reply)
+                    if self._spend is not None:
+                        self._spend.learn(pending.request, reply.usage.output_tokens)
+                    self._resolve(pending, reply)
+                else:
+                    self._fail(pending, errors.get(pending.key) or _unanswered(state))
+        except JudgeUnavailableError as error:
+            self._fatal = error
+            for pending in round_:
+                self._fail(pending, error)
+        except JudgeAPIError as error:
+            for pending in round_:
+                self._fail(pending, error)
+        except Exception as error:  # a bad reply from the provider: the round's items fail
+            failure = JudgeAPIError(f"the batch could not be read: {type(error).__name__}: {error}")
+            for pending in round_:
+                self._fail(pending, failure)
+        finally:
+            if self._spend is not None:
+                for hold in holds:
+                    self._spend.release(hold)
+
+    def _admit(self, round_: list[_Pending]) -> tuple[list[_Pending], list[Hold]]:
+        """The round's requests that fit the run's budget; the others are refused."""
+        if self._spend is None:
+            return round_, []
+        admitted, holds = [], []
+        for pending in round_:
+            try:
+                holds.append(self._spend.admit_judge(pending.request, self._price))
+            except BudgetExhaustedError as refused:
+                self._fail(pending, refused)
+                continue
+            admitted.append(pending)
+        return admitted, holds
+
+    async def _submit(self, admitted: list[_Pending]) -> BatchState:
+        lines = b"".join(
+            json.dumps(
+                {
+                    "custom_id": pending.key,
+                    "method": "POST",
+                    "url": "/v1/chat/completions",
+                    "body": self._provider.request_body(pending.request),
+                },
+                separators=(",", ":"),
+            ).encode()
+            + b"\n"
+            for pending in admitted
+        )
+        attempt = 1
+        while True:
+            try:
+                state = await self._provider.submit_batch(lines, self._metadata)
+                break
+            except JudgeAPIError as error:
+                if isinstance(error, JudgeAuthError) or not self._retry.is_retryable(error):
+                    raise
+                if attempt >= self._retry.max_attempts:
+                    raise
+                await asyncio.sleep(self._retry.delay_s(attempt, error))
+                attempt += 1
+        self.batches_submitted += 1
+        self.requests_sent += len(admitted)
+        retried = sum(pending.retry for pending in admitted)
+        self.retries += retried
+        self._count({"requests": len(admitted), **({"retries": retried} if retried else {})})
+        self._record(BatchRecord(id=state.id, state="submitted", requests=len(admitted)))
+        logger.info("batch %s: %d requests sent to %s", state.id, len(admitted), self.name)
+        return state
+
+    async def _poll(self, state: BatchState) -> BatchState:
+        """Read the batch every ``poll_s`` until it ends; a failed read is tried again."""
+        failures = 0
+        while not state.ended:
+            await asyncio.sleep(self._poll_s)
+            try:
+                state = await self._provider.batch_state(state.id)
+                self._in_flight[state.id] = state
+                failures = 0
+            except JudgeAuthError:
+                raise
+            except JudgeAPIError as error:
+                failures += 1
+                if failures >= self._retry.max_attempts:
+                    raise
+                logger.warning("batch %s could not be read (%s); trying again", state.id, error)
+        return state
+
+    async def _results(
+        self, state: BatchState, wanted: set[str] | None
+    ) -> tuple[dict[str, JudgeReply], dict[str, JudgeAPIError]]:
+        """The replies the batch's output file holds, and the errors its error file says, by
+        request key (those of ``wanted`` only, when given)."""
+        replies: dict[str, JudgeReply] = {}
+        errors: dict[str, JudgeAPIError] = {}
+        if state.output_file_id:
+            for line in _lines(await self._provider.batch_file(state.output_file_id)):
+                key = line.get("custom_id")
+                if not isinstance(key, str) or (wanted is not None and key not in wanted):
+                    continue
+                response = line.get("response") or {}
+                if response.get("status_code") == 200 and isinstance(response.get("body"), Mapping):
+                    replies[key] = self._provider.batch_reply(response["body"])
+                else:
+                    errors[key] = _line_error(line, state)
+        if state.error_file_id:
+            for line in _lines(await self._provider.batch_file(state.error_file_id)):
+                key = line.get("custom_id")
+                if isinstance(key, str) and (wanted is None or key in wanted):
+                    errors.setdefault(key, _line_error(line, state))
+        return replies, errors
+
+    def _recently(self, key: str) -> JudgeReply | None:
+        for replies in reversed(self._recent):
+            reply = replies.get(key)
+            if reply is not None:
+                return replace(reply, cost=0.0)  # paid by the evaluation that asked first
+        return None
+
+    def _resolve(self, pending: _Pending, reply: JudgeReply) -> None:
+        for future in pending.futures:
+            if not future.done():
+                future.set_result(reply)
+
+    def _fail(self, pending: _Pending, error: BaseException) -> None:
+        for future in pending.futures:
+            if not future.done():
+                future.set_exception(error)
+                # Retrieved here too: an item cancelled meanwhile no longer awaits it.
+                future.add_done_callback(_retrieved)
+
+    def _count_reply(self, reply: JudgeReply) -> None:
+        usage = reply.usage
+        counts: dict[str, float] = {}
+        if reply.cost is None:
+            counts["judge_cost_unknown"] = 1
+        elif reply.cost:
+            counts["judge_cost"] = reply.cost
+        if usage.input_tokens or usage.output_tokens:
+            counts |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+        if counts:
+            self._count(counts)
+
+    def _count(self, counts: Mapping[str, float]) -> None:
+        if self._on_traffic is not None:
+            self._on_traffic(counts)
+
+    def _record(self, line: BatchRecord) -> None:
+        if self._on_batch is not None:
+            self._on_batch(line)
+
+    # --- a resumed run: the batches of its earlier parts ---------------------------------------
+
+    async def _recovered_first(self) -> None:
+        if not self._resumed:
+            return
+        if self._recovery is None:
+            self._recovery = asyncio.create_task(self._recover())
+        await asyncio.shield(self._recovery)
+
+    async def _recover(self) -> None:
+        """Read every batch an earlier part made (waiting for those still out): its replies
+        answer this part's requests. A batch that ended before is not counted again; one that
+        was still out when that part stopped is counted now, once."""
+        ended = {line.id for line in self._recorded if line.state == "ended"}
+        submitted = [line for line in self._recorded if line.state == "submitted"]
+        known = {line.id for line in self._recorded}
+        try:
+            tagged = await self._provider.tagged_batches(
+                self._metadata["summeval_run"], self._since
+            )
+        except JudgeAuthError:
+            raise
+        except JudgeAPIError as error:
+            logger.warning("the provider's batches could not be listed (%s)", error)
+            tagged = []
+        for state in tagged:
+            if state.id not in known:
+                logger.info("batch %s of the run being resumed was not journaled; reading it",
+                            state.id)  # fmt: skip
+                submitted.append(BatchRecord(id=state.id, state="submitted", requests=state.total))
+        for line in submitted:
+            try:
+                state = await self._provider.batch_state(line.id)
+                if not state.ended:
+                    logger.info("batch %s of the run being resumed is %s; waiting for it",
+                                line.id, state.status)  # fmt: skip
+                    self._in_flight[state.id] = state
+                    try:
+                        state = await self._poll(state)
+                    finally:
+                        self._in_flight.pop(state.id, None)
+                replies, _ = await self._results(state, None)
+            except JudgeAuthError:
+                raise
+            except JudgeAPIError as error:
+                logger.warning(
+                    "batch %s of the run being resumed could not be read (%s): its requests "
+                    "are sent again",
+                    line.id,
+                    error,
+                )
+                continue
+            if line.id not in ended:
+                for reply in replies.values():
+                    self._count_reply(reply)
+                self._record(
+                    BatchRecord(
+                        id=line.id, state="ended", status=state.status, completed=len(replies)
+                    )
+                )
+            for key, reply in replies.items():
+                # Counted when the earlier part read it (its batch journaled as ended): paid,
+                # but no item of this part's has it yet.
+                self._recovered.setdefault(key, reply)
+            self.recovered_replies += len(replies)
+        self._recorded = []
+        self._resumed = False
+
+
+def _retrieved(future: asyncio.Future[JudgeReply]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _lines(content: bytes) -> Iterator[dict[str, Any]]:
+    for raw in content.splitlines():
+        if raw.strip():
+            line = json.loads(raw)
+            if isinstance(line, dict):
+                yield line
+
+
+def _line_error(line: Mapping[str, Any], state: BatchState) -> JudgeAPIError:
+    """A failed line as the error the interactive mode would have met: its HTTP status (a 500,
+    a 429, a 400), or none for a request the batch never reached (expired, cancelled)."""
+    response = line.get("response") or {}
+    error = line.get("error") or {}
+    status = response.get("status_code") if isinstance(response, Mapping) else None
+    body = response.get("body") if isinstance(response, Mapping) else None
+    message = None
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        message = body["error"].get("message")
+    if isinstance(error, Mapping) and error:
+        message = f"{error.get('code') or 'error'}: {error.get('message') or ''}"
+    return JudgeAPIError(
+        f"batch {state.id} ({state.status}): the request failed"
+        + (f" (HTTP {status})" if status else "")
+        + (f": {message}" if message else ""),
+        status_code=status if isinstance(status, int) else None,
+    )
+
+
+def _unanswered(state: BatchState) -> JudgeAPIError:
+    """A request the batch holds no line for: refused whole (its reasons), or not reached."""
+    if state.status == "failed":
+        reasons = "; ".join(state.errors) or "no reason given"
+        return JudgeAPIError(f"the provider refused batch {state.id}: {reasons}", status_code=400)
+    return JudgeAPIError(f"batch {state.id} ended {state.status} before answering the request")
+

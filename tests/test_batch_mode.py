@@ -1,0 +1,160 @@
+"""The Batch API mode (runner.mode=batch): each round of judge calls as one OpenAI batch,
+against the loopback server's /v1/files and /v1/batches, expiry and failed lines included; a run
+killed while a batch is out resumes by reading that batch, paying nothing twice."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app import ENV, openai_run, run_app, start_app, table
+from tests.chat_server import ChatServer, Fault
+from tests.documents import write_dataset
+
+PRICED = "model.price={input:2.5,output:10}"
+BATCH = ("runner.mode=batch", "runner.batch_poll_s=0.02")
+
+
+def manifest(run_dir: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    return loaded
+
+
+def journal_batches(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["batch"] for line in lines if line.startswith('{"batch":')]
+
+
+def twice(server: ChatServer) -> int:
+    """Lines sent in more than one batch (a request paid for more than once)."""
+    return sum(count - 1 for count in Counter(server.batch_lines).values())
+
+
+def test_each_round_of_calls_is_one_batch_at_the_batch_price(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
+    overrides = (*openai_run(chat_server.base_url, dataset), PRICED, "runner.cache=off")
+
+    interactive = run_app(tmp_path / "interactive", *overrides, env=ENV)
+    direct = len(chat_server.requests)
+    batched = run_app(tmp_path / "batched", *overrides, *BATCH, env=ENV)
+
+    assert interactive.returncode == 0, interactive.stderr
+    assert batched.returncode == 0, batched.stderr
+    # Nothing went to chat/completions directly: three rounds (claims and questions, answers,
+    # reasons), one batch each.
+    assert all(request.batch is not None for request in chat_server.requests[direct:])
+    assert len(chat_server.batches) == 3
+    assert twice(chat_server) == 0
+    steps = [[r.step for r in chat_server.requests if r.batch == b] for b in chat_server.batches]
+    assert [set(round_) for round_ in steps] == [{"preprocess"}, {"analyze"}, {"reason"}]
+    # The same replies, the same scores; at half the price.
+    assert table(tmp_path / "batched", "items")["score"].tolist() == (
+        table(tmp_path / "interactive", "items")["score"].tolist()
+    )
+    # Each line at half the price of its tokens (requests alike in a round, the reason calls of
+    # items judged alike, are one line).
+    lines = [i for i, r in enumerate(chat_server.requests) if r.batch is not None]
+    assert len(lines) <= direct
+    full = sum(
+        (chat_server.usage[i][0] * 2.5 + chat_server.usage[i][1] * 10) / 1e6 for i in lines
+    )
+    assert manifest(tmp_path / "batched")["cost"]["judge"] == pytest.approx(full / 2)
+    assert manifest(tmp_path / "batched")["judge"]["requests"] == len(chat_server.batch_lines)
+    recorded = journal_batches(tmp_path / "batched")
+    assert [b["state"] for b in recorded] == ["submitted", "ended"] * 3
+    assert {b["id"] for b in recorded} == set(chat_server.batches)
+
+
+def test_a_run_killed_while_a_batch_is_out_resumes_by_reading_it_paying_nothing_twice(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 5)
+    overrides = (*openai_run(chat_server.base_url, dataset), *BATCH)
+    run_dir = tmp_path / "run"
+    chat_server.hold_batches()
+
+    process = start_app(run_dir, *overrides)
+    try:
+        # Killed once its first batch is out and journaled (a condition, not a delay).
+        deadline = time.monotonic() + 120
+        while not (run_dir / "journal.jsonl").exists() or not journal_batches(run_dir):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no batch was journaled"
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+    (first,) = chat_server.batches
+    reads_before = chat_server.batch_reads[first]
+    chat_server.release_batches()
+
+    resumed = run_app(run_dir, *overrides, f"runner.resume={run_dir}", env=ENV)
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert manifest(run_dir)["counts"]["scored"] == 5
+    # The resumed run read the batch the killed one had sent, and sent its requests no more.
+    assert chat_server.batch_reads[first] > reads_before
+    assert twice(chat_server) == 0
+    assert chat_server.batches[first]["request_counts"]["completed"] == 5
+    assert all(request.batch is not None for request in chat_server.requests)
+
+
+def test_a_failed_line_is_retried_in_a_later_batch_and_a_refused_one_is_an_item_error(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
+    # The first batch's first line fails (HTTP 500), its second is refused (HTTP 400).
+    chat_server.script(Fault(500, "The server had an error"), Fault(400, "Invalid request"))
+
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        *BATCH,
+        "runner.max_error_rate=0.5",
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    items = table(tmp_path / "run", "items")
+    assert (items["status"] == "scored").sum() == 3
+    (error,) = items[items["status"] == "error"].to_dict("records")
+    assert error["error_step"] == "preprocess"
+    assert "HTTP 400" in error["error_message"]
+    assert "Invalid request" in error["error_message"]
+    assert twice(chat_server) == 1  # the 500 was sent again; the 400 was not
+    assert manifest(tmp_path / "run")["judge"]["retries"] == 1
+
+
+def test_an_expired_batchs_unanswered_lines_go_in_the_next_batch(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
+    chat_server.expire_next_batch(after=1)
+
+    completed = run_app(
+        tmp_path / "run", *openai_run(chat_server.base_url, dataset), *BATCH, env=ENV
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert manifest(tmp_path / "run")["counts"]["scored"] == 4
+    first = next(iter(chat_server.batches.values()))
+    assert first["status"] == "expired"
+    assert first["request_counts"] == {"total": 4, "completed": 1, "failed": 3}
+    assert twice(chat_server) == 3  # exactly the three it did not reach
+
+
+def test_batch_mode_needs_a_judge_with_a_batch_api(tmp_path: Path) -> None:
+    refused = run_app(tmp_path / "run", "runner.mode=batch", "runner.progress=false")
+
+    assert refused.returncode == 2
+    assert "judge offline has none" in refused.stderr
+    assert "model=openai" in refused.stderr
+    assert not (tmp_path / "run").exists()
