@@ -43,6 +43,36 @@ def mean_interval(
     return mean, low, high
 
 
+class RunningMean:
+    """A mean kept as values come, in constant memory, compensated (Neumaier) so that a
+    million values sum as exactly as ``math.fsum`` would to the last digit or so.
+
+    >>> running = RunningMean()
+    >>> for value in (0.1, 0.2, 0.3):
+    ...     running.add(value)
+    >>> running.count, round(running.mean or 0.0, 12)
+    (3, 0.2)
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._sum = 0.0
+        self._compensation = 0.0
+
+    def add(self, value: float) -> None:
+        total = self._sum + value
+        if abs(self._sum) >= abs(value):
+            self._compensation += (self._sum - total) + value
+        else:
+            self._compensation += (value - total) + self._sum
+        self._sum = total
+        self.count += 1
+
+    @property
+    def mean(self) -> float | None:
+        return (self._sum + self._compensation) / self.count if self.count else None
+
+
 def quantile(ordered: Sequence[float], q: float) -> float | None:
     """Linear interpolation between closest ranks, as pandas and numpy do by default.
 

@@ -203,20 +203,24 @@ class IdAllocator:
     id on the same content. The same explicit id twice is an error that names both places.
     """
 
-    def __init__(self, field_note: str = "") -> None:
+    def __init__(self, field_note: str = "", place: str = "row {}") -> None:
         self._field_note = field_note
-        self._first_at: dict[str, str] = {}
+        # Where an item is, as a message names it, from its number (``row 3``).
+        self._place = place
+        # Each id given and the number of the item it was given to: a number, not its place's
+        # text, so that a million items' ids take no more memory than they must.
+        self._first_at: dict[str, int] = {}
 
     def assign(
-        self, raw_id: Any, input: Any, output: Any = None, *, where: str, position: str
+        self, raw_id: Any, input: Any, output: Any = None, *, where: str, position: int
     ) -> str:
-        """The id of the item at ``position`` (``where`` prefixes an error's message)."""
+        """The id of the item numbered ``position`` (``where`` prefixes an error's message)."""
         item_id = str(raw_id) if raw_id is not None else generated_id(input, output)
         if item_id in self._first_at:
             if raw_id is not None:
                 raise DatasetError(
                     f"{where}: duplicate id {item_id!r}{self._field_note}; "
-                    f"first seen at {self._first_at[item_id]}"
+                    f"first seen at {self._place.format(self._first_at[item_id])}"
                 )
             copy = 2
             while f"{item_id}-{copy}" in self._first_at:
@@ -346,7 +350,7 @@ def _located_items(
         yield (
             where,
             Item(
-                id=ids.assign(raw_id, value, output, where=where, position=f"row {number}"),
+                id=ids.assign(raw_id, value, output, where=where, position=number),
                 input=value,
                 output=output,
                 ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from summeval_runner._errors import InputError
@@ -115,6 +116,35 @@ def inputs_fingerprint(digests: Iterable[str]) -> str:
     """``DatasetInfo.inputs_sha256`` from each item's ``input_sha256``: sorted first, so the
     same rows in another order have the same fingerprint."""
     return hashlib.sha256("\n".join(sorted(digests)).encode("ascii")).hexdigest()
+
+
+class InputsFingerprint:
+    """``inputs_fingerprint`` of a dataset read item by item, in 32 bytes an item (a million
+    items' digests take 32 MB, not the 120 MB their hex strings would).
+
+    >>> running = InputsFingerprint()
+    >>> for value in ("b", "a"):
+    ...     running.add(value)
+    >>> running.hexdigest() == inputs_fingerprint(input_sha256(v) for v in ("a", "b"))
+    True
+    """
+
+    def __init__(self) -> None:
+        self._digests = bytearray()
+
+    def add(self, value: Any) -> None:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        self._digests += hashlib.sha256(text.encode("utf-8")).digest()
+
+    def hexdigest(self) -> str:
+        # Raw digests sort as their hex strings do; joined as hex, line by line, as above.
+        ordered = np.sort(np.frombuffer(bytes(self._digests), dtype="V32")).tobytes()
+        total = hashlib.sha256()
+        for start in range(0, len(ordered), 32):
+            if start:
+                total.update(b"\n")
+            total.update(ordered[start : start + 32].hex().encode("ascii"))
+        return total.hexdigest()
 
 
 class ShardInfo(_Part):

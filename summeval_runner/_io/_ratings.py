@@ -168,7 +168,7 @@ class HumanRatings:
                 name: _rating(row, name, setting[name], name in binary, where) for name in setting
             }
             raw_id = _label(row, self.id, "human.fields.id", where)
-            item_id = ids.assign(raw_id, source, summary, where=where, position=f"row {number}")
+            item_id = ids.assign(raw_id, source, summary, where=where, position=number)
             rows.append(RatedSummary(item_id, source, summary, group, system, ratings, number))
             if self.limit is not None and len(rows) >= self.limit:
                 break

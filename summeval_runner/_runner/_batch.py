@@ -38,6 +38,7 @@ from summeval_runner._scorers._result import (
     EvaluationProgress,
     FailedStep,
 )
+from summeval_runner._stats import RunningMean
 
 logger = logging.getLogger("summeval_runner")
 Hook: TypeAlias = Callable[[ItemResult], Any]
@@ -147,8 +148,8 @@ class Batch:
         self.finished = 0
         self.drawn = 0
         self.statuses = {"scored": 0, "unscorable": 0, "error": 0}
-        # Scored values per scorer, for the means (floats only: a few MB for 100,000 items).
-        self.scores: dict[str, list[float]] = {scorer_id: [] for scorer_id in ids}
+        # Each scorer's mean over its scored items, kept as they come (constant memory).
+        self.means: dict[str, RunningMean] = {scorer_id: RunningMean() for scorer_id in ids}
         self.hook_errors = 0
         # How the trials of each item disagreed, for a run with no directory (a recorded run
         # counts it from its journal, every part of it).
@@ -338,10 +339,10 @@ class Batch:
     def record(self, position: int, result: ItemResult) -> None:
         self.finished += 1
         self.statuses[result.status] += 1
-        for scorer_id, scores in self.scores.items():
+        for scorer_id, mean in self.means.items():
             score = result.score(scorer_id)
             if score is not None:
-                scores.append(score)
+                mean.add(score)
         if self.noise is not None:
             self.noise.add(ItemRecord.of(result, position))
         if self.keep_results:

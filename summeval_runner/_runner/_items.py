@@ -16,7 +16,12 @@ from typing import Any, Literal
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
-from summeval_runner._io._manifest import DatasetInfo, input_sha256, inputs_fingerprint
+from summeval_runner._io._manifest import (
+    DatasetInfo,
+    InputsFingerprint,
+    input_sha256,
+    inputs_fingerprint,
+)
 from summeval_runner._io._shards import Shard
 from summeval_runner._messages import check_readable
 from summeval_runner._scorers._summarization import SummarizationScorer
@@ -75,20 +80,25 @@ def _unwritable(value: Any) -> str | None:
 def _as_item(
     raw: Mapping[str, Any] | Item,
     index: int,
-    ids: IdAllocator,
+    ids: IdAllocator | None,
     has_target: bool,
     reads: Reads,
     where: str | None = None,
     names: Mapping[str, str] = _NAMES,
 ) -> Item:
     """The item at ``index``, checked; ``where`` and ``names`` say how errors name its place and
-    its fields (a dataset's row and columns; by default ``data item <index>``)."""
-    position = f"data item {index}"
+    its fields (a dataset's row and columns; by default ``data item <index>``). ``ids`` gives
+    each item its unique id; ``None`` for a dataset file's items, whose reader gave them."""
     error = InputError if where is None else DatasetError
-    where = where or position
+    where = where or f"data item {index}"
     if isinstance(raw, Item):
-        item = replace(raw, id=ids.assign(raw.id, raw.input, where=where, position=position))
+        item = (
+            raw
+            if ids is None
+            else replace(raw, id=ids.assign(raw.id, raw.input, where=where, position=index))
+        )
     elif isinstance(raw, Mapping):
+        assert ids is not None
         if "input" not in raw:
             raise InputError(f"{where}: no 'input'; got keys {sorted(map(str, raw))}")
         # An output only counts in the id when it is the data's (no target computes it).
@@ -99,7 +109,7 @@ def _as_item(
                 raw["input"],
                 output if not has_target else None,
                 where=where,
-                position=position,
+                position=index,
             ),
             input=raw["input"],
             output=output,
@@ -173,31 +183,32 @@ def prepare(
             "output": f"field {fields.output!r} (dataset.fields.output)",
         }
 
-        def checked(ids: IdAllocator) -> Iterator[tuple[int, Item]]:
+        def checked() -> Iterator[tuple[int, Item]]:
+            # The file's reader gives each row its unique id (and refuses a duplicate).
             for p, (where, raw) in enumerate(data.rows()):
-                yield p, _as_item(raw, p, ids, has_target, reads, where, names)
+                yield p, _as_item(raw, p, None, has_target, reads, where, names)
 
         count = selected = 0
         first: Item | None = None
-        inputs: list[str] = []
-        for _, item in checked(IdAllocator()):
+        inputs = InputsFingerprint()
+        for _, item in checked():
             if first is None:
                 first = item
             count += 1
             selected += wanted(item)
-            inputs.append(input_sha256(item.input))
+            inputs.add(item.input)
         if first is None:
             raise DatasetError(f"{data.path}: the dataset has no rows")
         info = DatasetInfo(
             path=str(data.path),
             items=count,
             sha256=data.sha256(),
-            inputs_sha256=inputs_fingerprint(inputs),
+            inputs_sha256=inputs.hexdigest(),
             ids=_file_ids(data, first),
         )
-        return Items(lambda: chosen(checked(IdAllocator())), selected, info)
+        return Items(lambda: chosen(checked()), selected, info)
     if isinstance(data, Sequence):
-        ids = IdAllocator()
+        ids = IdAllocator(place="data item {}")
         items = [_as_item(raw, index, ids, has_target, reads) for index, raw in enumerate(data)]
         generated = any(isinstance(raw, Mapping) and raw.get("id") is None for raw in data)
         info = DatasetInfo(
@@ -210,7 +221,7 @@ def prepare(
     stream = iter(data)
 
     def read_stream() -> Iterator[tuple[int, Item]]:
-        ids = IdAllocator()
+        ids = IdAllocator(place="data item {}")
         return chosen((p, _as_item(raw, p, ids, has_target, reads)) for p, raw in enumerate(stream))
 
     return Items(read_stream, total, None)

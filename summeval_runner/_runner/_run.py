@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import statistics
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,10 +328,7 @@ def _result(
     status = final_status(ending, unfinished)
     spent = spend.traffic()
     return EvalRunResult(
-        means={
-            scorer_id: statistics.fmean(scores) if scores else None
-            for scorer_id, scores in batch.scores.items()
-        },
+        means={scorer_id: mean.mean for scorer_id, mean in batch.means.items()},
         counts=batch.counts,
         items=_ordered(batch),
         hook_errors=batch.hook_errors,

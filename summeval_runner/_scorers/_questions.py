@@ -7,6 +7,11 @@ evaluation of that source, in flight at the same time or later, waits for them a
 claims only. An evaluation that fails before it publishes (a judge error) gives its turn to the
 next one waiting, so a source never goes without questions because one item failed.
 
+A bank holds the sets of the sources it met last (``capacity``): a run over a million sources
+keeps a few thousand in memory, and a source met again after its set was dropped finds it in
+the store (a cached judge's) or has it drawn again (a judge without a cache, such as the offline
+judge, whose draw depends on the source alone).
+
 Each set remembers which evaluation drew it (``drawn_with``: a fingerprint of the summary and
 the trial). When that same evaluation comes again (a rerun, a resumed item), it repeats its own
 preprocess call, which the response cache answers, rather than a claims-only call the cache has
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -31,6 +37,8 @@ from typing import Literal, Protocol
 QuestionsMode = Literal["per_source", "per_item"]
 QUESTIONS_MODES: tuple[QuestionsMode, ...] = ("per_source", "per_item")
 QuestionOrigin = Literal["drawn", "stored", "recorded"]
+# The question sets a bank keeps in memory, the most recently used (about 1.5 KB each).
+BANK_CAPACITY = 10_000
 
 
 def source_fingerprint(source: str) -> str:
@@ -111,8 +119,11 @@ class QuestionBank:
         store: QuestionStore | None = None,
         on_shared: Callable[[SharedQuestions], None] | None = None,
         waiting: Callable[[], AbstractContextManager[None]] | None = None,
+        capacity: int = BANK_CAPACITY,
     ) -> None:
-        self._known: dict[QuestionKey, QuestionSet] = dict(known or {})
+        self._capacity = capacity
+        self._known: OrderedDict[QuestionKey, QuestionSet] = OrderedDict()
+        self.seed(known or {})
         self._waiting = waiting or contextlib.nullcontext
         self._store = store
         self._on_shared = on_shared
@@ -123,7 +134,14 @@ class QuestionBank:
 
     def seed(self, sets: Mapping[QuestionKey, QuestionSet]) -> None:
         """Hold these sets (an earlier part of the run recorded them), without hearing of them."""
-        self._known.update(sets)
+        for key, found in sets.items():
+            self._hold(key, found)
+
+    def _hold(self, key: QuestionKey, found: QuestionSet) -> None:
+        self._known[key] = found
+        self._known.move_to_end(key)
+        while len(self._known) > self._capacity:
+            self._known.popitem(last=False)
 
     def known(self) -> Mapping[QuestionKey, QuestionSet]:
         """Every set this bank holds now."""
@@ -143,6 +161,8 @@ class QuestionBank:
         again (its call is the cached one) and its ``publish`` returns the same set."""
         while True:
             found = self._known.get(key)
+            if found is not None:
+                self._known.move_to_end(key)
             if found is None and self._store is not None:
                 found = self._store.get(key)
                 if found is not None:
@@ -188,6 +208,6 @@ class QuestionBank:
             pending.set_result(None)
 
     def _remember(self, key: QuestionKey, found: QuestionSet, origin: QuestionOrigin) -> None:
-        self._known[key] = found
+        self._hold(key, found)
         if self._on_shared is not None:
             self._on_shared(SharedQuestions(key, found, origin))
