@@ -294,13 +294,21 @@ def scale(work: Path, items: int) -> None:
         work / "scale", dataset, work / "cache", "model=offline", "runner.max_items_in_flight=16"
     )
     wall = manifest["duration_s"]
+    cpu = manifest["resources"]["cpu_s"]
     overhead = wall / items - judge_s
     print(f"\nscale: N={items}, offline judge")
     print(f"  scored            {manifest['counts']['scored']} of {items}")
     print(f"  wall              {wall:.1f} s (process {manifest['process_s']:.1f} s)")
-    print(f"  judge alone       {judge_s * 1000:.3f} ms/item (3 steps, no runner)")
-    print(f"  run               {wall / items * 1000:.3f} ms/item")
-    print(f"  runner overhead   {overhead * 1000:.3f} ms/item")
+    print(f"  judge alone       {judge_s * 1000:.3f} ms/item of CPU (3 steps, no runner)")
+    print(
+        f"  run               {wall / items * 1000:.3f} ms/item wall, "
+        f"{cpu / items * 1000:.3f} ms/item CPU"
+    )
+    print(f"  runner overhead   {overhead * 1000:.3f} ms/item (wall less the judge's CPU)")
+    print(
+        f"  runner CPU        {(cpu / items - judge_s) * 1000:.3f} ms/item (the run's CPU less "
+        "the judge's: what a busy machine does not inflate)"
+    )
     print(f"  peak RSS          {manifest['resources']['peak_rss_mb']:.0f} MB")
 
 

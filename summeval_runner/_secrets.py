@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote
@@ -50,12 +51,23 @@ _SECRET_OVERRIDE = re.compile(
 # Each known form of a secret, and what replaces it.
 _registered: dict[str, str] = {}
 _lock = threading.Lock()
+# What scrub replaces, as last worked out: every form of every secret (as written and as JSON
+# writes it) and its replacement, the longest first. Worked out again when a secret is
+# registered, when the environment changes size, and at least every second (a secret-named
+# variable set in place): scrub runs for every journal line, and reading the environment's
+# variables every time cost a third of a millisecond an item.
+_ENVIRONMENT_TTL_S = 1.0
+_worked_out: tuple[int, int, float, tuple[tuple[str, str], ...]] | None = None
+_version = 0
 
 
 def _register(form: str, replacement: str = REDACTED) -> None:
+    global _version
     if form and form != replacement:
         with _lock:
-            _registered.setdefault(form, replacement)
+            if form not in _registered:
+                _registered[form] = replacement
+                _version += 1
 
 
 def register_secret(value: str | None) -> None:
@@ -112,6 +124,33 @@ def known_secrets() -> dict[str, str]:
     return dict(sorted(forms.items(), key=lambda item: len(item[0]), reverse=True))
 
 
+def _forms(secrets: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Each secret as written and as JSON writes it (a secret holding a quote or a backslash is
+    escaped there), with its replacement, in the secrets' order."""
+    forms: list[tuple[str, str]] = []
+    for secret, replacement in secrets.items():
+        written = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+        forms.extend((form, replacement) for form in sorted(written))
+    return tuple(forms)
+
+
+def _current_forms() -> tuple[tuple[str, str], ...]:
+    global _worked_out
+    now = time.monotonic()
+    cached = _worked_out
+    if (
+        cached is not None
+        and cached[0] == _version
+        and cached[1] == len(os.environ)
+        and now - cached[2] < _ENVIRONMENT_TTL_S
+    ):
+        return cached[3]
+    version, size = _version, len(os.environ)
+    forms = _forms(known_secrets())
+    _worked_out = (version, size, now, forms)
+    return forms
+
+
 def scrub(text: str, secrets: Mapping[str, str] | None = None) -> str:
     """``text`` with every known secret replaced by ``***``.
 
@@ -119,12 +158,9 @@ def scrub(text: str, secrets: Mapping[str, str] | None = None) -> str:
     >>> scrub('{"error_message": "bad key Bearer sk-example-0123456789"}')
     '{"error_message": "bad key Bearer ***"}'
     """
-    for secret, replacement in (known_secrets() if secrets is None else secrets).items():
-        # Also as JSON writes it: a secret holding a quote or a backslash is escaped there.
-        forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
-        for form in forms:
-            if form in text:
-                text = text.replace(form, replacement)
+    for form, replacement in _current_forms() if secrets is None else _forms(secrets):
+        if form in text:
+            text = text.replace(form, replacement)
     return text
 
 

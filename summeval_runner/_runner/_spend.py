@@ -45,7 +45,9 @@ class Spend:
         self.max_tokens = max_tokens
         self._batch = batch
         self._earlier = PartTraffic()
-        self._now = PartTraffic()
+        # This part's counters, added to as calls come (a plain dict: every judge request is
+        # counted here, and a model copy a request cost more than the count itself).
+        self._now: dict[str, float] = {}
         self._held = Hold(0.0, 0)
         # The longest reply so far (output tokens), per kind of request.
         self._outputs: dict[str, int] = {}
@@ -61,11 +63,13 @@ class Spend:
 
     def observe(self, counts: Mapping[str, float]) -> None:
         """Add traffic counts (``input_tokens``, ``judge_cost``, ``target_cost``, ...)."""
-        self._now = self._now.plus(counts)
+        now = self._now
+        for name, amount in counts.items():
+            now[name] = now.get(name, 0) + amount
 
     def traffic(self) -> PartTraffic:
         """Every part's traffic so far, this one's included."""
-        return PartTraffic.total((self._earlier, self._now))
+        return self._earlier.plus(self._now)
 
     def learn(self, request: JudgeRequest, output_tokens: int) -> None:
         """A reply's output tokens, for the estimates of later requests of its kind."""
