@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -179,7 +180,11 @@ def test_scorer_overrides_change_the_results(
 def test_progress_is_plain_off_a_terminal_and_can_be_turned_off(
     tmp_path: Path, default_run: tuple[Path, subprocess.CompletedProcess[str]]
 ) -> None:
-    assert f"progress: {SAMPLE_ITEMS}/{SAMPLE_ITEMS} items, mean " in default_run[1].stderr
+    assert re.search(
+        rf"^progress: {SAMPLE_ITEMS}/{SAMPLE_ITEMS} items, \d\d:\d\d elapsed, mean ",
+        default_run[1].stderr,
+        flags=re.M,
+    )
     assert "\r" not in default_run[1].stderr
 
     quiet = run_app(tmp_path / "quiet", "runner.progress=false", "dataset.limit=2")

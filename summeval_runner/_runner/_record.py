@@ -185,6 +185,17 @@ class RunRecorder:
             writer.close()
             raise
         earlier = _earlier_traffic(contents, previous)
+        if previous is not None:
+            retried = sum(status == "error" for status in finished.values())
+            logger.info(
+                "resuming run %s in %s: %d finished items kept, %d that ended in error tried "
+                "again, %s items to score",
+                manifest.run_id,
+                run_dir,
+                len(kept),
+                retried,
+                "?" if plan.selected is None else plan.selected - len(kept),
+            )
         return cls(run_dir, writer, manifest, kept, earlier, plan.options, contents.questions)
 
     def write(self, result: ItemResult, position: int) -> None:
