@@ -17,6 +17,7 @@ from typing import Any, Literal
 from summeval_runner._errors import InputError
 from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
 from summeval_runner._io._manifest import DatasetInfo, input_sha256, inputs_fingerprint
+from summeval_runner._io._metadata import MetadataReader
 from summeval_runner._io._shards import Shard
 from summeval_runner._messages import check_readable
 from summeval_runner._scorers._summarization import SummarizationScorer
@@ -180,12 +181,15 @@ def prepare(
         count = selected = 0
         first: Item | None = None
         inputs: list[str] = []
+        # Every row's metadata, a shard's or not: every shard of the run types it alike.
+        metadata = MetadataReader(fields.metadata)
         for _, item in checked(IdAllocator()):
             if first is None:
                 first = item
             count += 1
             selected += wanted(item)
             inputs.append(input_sha256(item.input))
+            metadata.add(item.metadata)
         if first is None:
             raise DatasetError(f"{data.path}: the dataset has no rows")
         info = DatasetInfo(
@@ -194,17 +198,22 @@ def prepare(
             sha256=data.sha256(),
             inputs_sha256=inputs_fingerprint(inputs),
             ids=_file_ids(data, first),
+            metadata_types=metadata.types().as_dict(),
         )
         return Items(lambda: chosen(checked(IdAllocator())), selected, info)
     if isinstance(data, Sequence):
         ids = IdAllocator()
         items = [_as_item(raw, index, ids, has_target, reads) for index, raw in enumerate(data)]
         generated = any(isinstance(raw, Mapping) and raw.get("id") is None for raw in data)
+        metadata = MetadataReader()
+        for item in items:
+            metadata.add(item.metadata)
         info = DatasetInfo(
             items=len(items),
             sha256=_fingerprint(items),
             inputs_sha256=inputs_fingerprint(input_sha256(item.input) for item in items),
             ids="generated" if generated else "given",
+            metadata_types=metadata.types().as_dict(),
         )
         return Items(lambda: chosen(enumerate(items)), sum(map(wanted, items)), info)
     stream = iter(data)

@@ -44,6 +44,7 @@ from summeval_runner._io._manifest import (
     ShardInfo,
     TokenTotals,
     config_differences,
+    metadata_types,
     read_manifest,
     setup_differences,
     write_manifest,
@@ -279,7 +280,9 @@ class RunRecorder:
         try:
             try:
                 compacted = self._writer.compact(
-                    run_id=self.manifest.run_id, variant=self.manifest.variant
+                    run_id=self.manifest.run_id,
+                    variant=self.manifest.variant,
+                    metadata=metadata_types(self.manifest.dataset),
                 )
             except Exception as error:
                 cause = _cause(f"the tables could not be written in {self.run_dir}", error)
