@@ -102,6 +102,8 @@ class PartTraffic(BaseModel):
     target_output_tokens: int = 0
     target_cost: float = 0.0
     target_cost_unknown: int = 0
+    # The agent's calls the response cache answered (the judge's hits are cache_hits).
+    target_cache_hits: int = 0
 
     def plus(
         self, counts: Mapping[str, float], *, elapsed_s: float | None = None

@@ -204,6 +204,7 @@ async def run_evals(
     try:
         # Opens the response cache: a cache that cannot be opened fails before any write.
         bound = judges.bind(scorers)
+        agent = judges.bind_target(target)
         if output_dir is not None:
             plan = RunPlan(
                 options=opts,
@@ -222,7 +223,7 @@ async def run_evals(
         batch = Batch(
             scorers=bound,
             ids=ids,
-            target=target,
+            target=agent,
             hooks=hooks,
             options=opts,
             reporter=(
@@ -279,7 +280,7 @@ async def run_evals(
                     if isinstance(first, RunRecordError):
                         raise first from error
                     raise
-        _log_ending(batch, recorded, stopped, items.selected, judges)
+        _log_ending(batch, recorded, stopped, items.selected, judges, spend)
     if batch.fatal:
         raise batch.fatal[0]
     result = _result(batch, recorded, items.selected, stopped, opts, judges, output_dir, spend)
@@ -368,6 +369,7 @@ def _log_ending(
     stopped: BaseException | None,
     selected: int | None,
     judges: JudgeStack,
+    spend: Spend,
 ) -> None:
     """The run's final counts in the log (``summeval-run.log``): a recorded run's as its
     manifest has them (every part of a resumed run), another's as this call counted them."""
@@ -383,7 +385,7 @@ def _log_ending(
     counts = counts or RunCounts()
     logger.info(
         "run_evals: %s: %d items: %d scored, %d unscorable, %d errors; %d unfinished; %d hook "
-        "errors; judge requests %d (retries %d, 429s %d), cache hits %d",
+        "errors; judge requests %d (retries %d, 429s %d), cache hits %d; agent cache hits %d",
         status,
         counts.total,
         counts.scored,
@@ -395,6 +397,7 @@ def _log_ending(
         traffic.retries,
         traffic.throttled_429,
         traffic.cache.hits,
+        spend.traffic().target_cache_hits,
     )
 
 
