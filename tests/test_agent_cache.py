@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.app import ENV, openai_run, run_app, table
 from tests.chat_server import ChatServer
 from tests.documents import write_dataset
@@ -66,10 +64,7 @@ def test_a_rerun_with_another_judge_calls_no_agent(tmp_path: Path, chat_server: 
     assert manifest["cost"]["target"] == 0
 
 
-@pytest.mark.parametrize(("mode", "calls"), [("off", 2), ("write", 2), ("read", 0)])
-def test_the_agents_calls_follow_runner_cache(
-    tmp_path: Path, chat_server: ChatServer, mode: str, calls: int
-) -> None:
+def test_the_agents_calls_follow_runner_cache(tmp_path: Path, chat_server: ChatServer) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
     run = (
         f"dataset.path={dataset}",
@@ -79,9 +74,12 @@ def test_the_agents_calls_follow_runner_cache(
         f"target.base_url={chat_server.base_url}",
     )
     assert run_app(tmp_path / "first", *run, env=ENV).returncode == 0
-    assert agent_calls(chat_server) == 2
+    calls = [agent_calls(chat_server)]
 
-    again = run_app(tmp_path / "again", *run, f"runner.cache={mode}", env=ENV)
+    # read: answered from the cache; write: called, and kept; off: called.
+    for mode in ("read", "write", "off"):
+        again = run_app(tmp_path / mode, *run, f"runner.cache={mode}", env=ENV)
+        assert again.returncode == 0, again.stderr
+        calls.append(agent_calls(chat_server))
 
-    assert again.returncode == 0, again.stderr
-    assert agent_calls(chat_server) == 2 + calls
+    assert calls == [2, 2, 4, 6]

@@ -188,3 +188,21 @@ def test_the_offline_judge_shows_no_request_rate(tmp_path: Path) -> None:
     assert last.startswith("progress: 2/2 items, ")
     assert last.endswith(", errors 0, in flight 0/8")
     assert "req/s" not in last
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bar_is_redrawn_while_no_item_finishes() -> None:
+    stream = Terminal()
+    reporter = ProgressReporter(2, stream=stream, details=lambda: "rate-limited: resuming in 9 s")
+    before = stream.getvalue()
+
+    reporter.tick()
+
+    assert "rate-limited: resuming in 9 s" not in before
+    assert "0/2" in stream.getvalue()[len(before) :]
+    assert "rate-limited: resuming in 9 s" in stream.getvalue()
+    reporter.close()
