@@ -7,6 +7,7 @@ keeps one HTTP client for the whole run.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,9 +15,10 @@ from pydantic import ValidationError
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._judges._openai import OpenAIChat, estimate_tokens
-from summeval_runner._judges._protocol import FREE, Price, TokenUsage
+from summeval_runner._judges._protocol import FREE, JudgeReply, Price, TokenUsage
 from summeval_runner._judges._text import split_sentences
 from summeval_runner._messages import extract_source
+from summeval_runner._runner._cache import AgentCache
 from summeval_runner._scorers._result import report_target_usage
 
 DEFAULT_SUMMARY_PROMPT = (
@@ -56,6 +58,11 @@ class LLMSummarizer:
     model's price per million tokens (``{input: ..., output: ...}`` US dollars; ``None``: not
     known): each call's tokens and cost are reported to the run, which counts them apart from
     the judge's.
+
+    In a run its calls are kept in the run's response cache (``with_cache``), keyed by the
+    endpoint, the model, the prompt, the sampling settings and the input: a rerun that changes
+    only the judge or the scorer judges the same summaries and calls no model. A call the
+    cache answers reports its tokens and costs 0.
     """
 
     def __init__(
@@ -82,26 +89,43 @@ class LLMSummarizer:
         self._chat = OpenAIChat(
             base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries
         )
+        self._cache: AgentCache | None = None
+
+    def with_cache(self, cache: AgentCache) -> LLMSummarizer:
+        """This summarizer with its calls kept in ``cache`` (the run's, given by ``run_evals``);
+        it shares this one's HTTP client, which this one closes."""
+        cached = copy.copy(self)
+        cached._cache = cache
+        return cached
 
     async def __call__(self, input: Any) -> str:
-        reply = await self._chat.complete(
-            {
-                "model": self.name,
-                "messages": [
-                    {"role": "system", "content": self.prompt},
-                    {"role": "user", "content": extract_source(input)},
-                ],
-                "temperature": self.temperature,
-                "max_tokens": self.max_tokens,
-            }
-        )
-        price = self.price
+        request = {
+            "model": self.name,
+            "messages": [
+                {"role": "system", "content": self.prompt},
+                {"role": "user", "content": extract_source(input)},
+            ],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self._cache is None:
+            reply = await self._send(request)
+        else:
+            # What decides the reply besides the request: where the model is served.
+            identity = {"provider": "openai", "base_url": self._chat.base_url}
+            reply = await self._cache.complete(identity, request, lambda: self._send(request))
         report_target_usage(
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
-            cost=price.cost(reply.usage) if price is not None else None,
+            cost=reply.cost,
         )
-        return reply.content
+        return str(reply.content)
+
+    async def _send(self, request: dict[str, Any]) -> JudgeReply:
+        reply = await self._chat.complete(request)
+        price = self.price
+        cost = price.cost(reply.usage) if price is not None else None
+        return JudgeReply(content=reply.content, usage=reply.usage, cost=cost)
 
     def estimate_usage(self, input: Any, summary: str) -> tuple[TokenUsage, float | None]:
         """A call's tokens and cost before it is made, for ``estimate_evals``: its prompt at four

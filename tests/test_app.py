@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from summeval_runner._io._tables import TABLES
+from summeval_runner._io._metadata import MetadataTypes
+from summeval_runner._io._tables import TABLES, items_schema
 from tests.app import SAMPLE_ITEMS, SECRET, run_app, run_process, table
 from tests.chat_server import SUMMARY_REPLY, ChatServer, Fault
 
@@ -48,8 +50,10 @@ def test_every_table_has_its_schema_and_its_rows(
 ) -> None:
     run_dir, _ = default_run
 
-    for name, schema in TABLES.items():
-        assert pq.read_schema(run_dir / f"{name}.parquet").equals(schema, check_metadata=False), (
+    # The sample's metadata fields (dataset.fields.metadata) are text.
+    sample = {"title": "string", "domain": "string"}
+    for name, schema in {**TABLES, "items": items_schema(MetadataTypes.of(sample))}.items():
+        assert pq.read_schema(run_dir / f"{name}.parquet").equals(schema, check_metadata=True), (
             name
         )
     items, alignment, coverage, aggregates = (
@@ -66,7 +70,7 @@ def test_every_table_has_its_schema_and_its_rows(
     assert (aggregates["n"] == SAMPLE_ITEMS).all()
     assert (items["judge_calls"] == 3).all()
     # The metadata mapped in the dataset config travels with each item.
-    assert json.loads(items.loc[items["item_id"] == "cup-final", "metadata"].item()) == {
+    assert items.loc[items["item_id"] == "cup-final", "metadata"].item() == {
         "title": "Riverside win the county cup on penalties",
         "domain": "sports",
     }
@@ -179,7 +183,11 @@ def test_scorer_overrides_change_the_results(
 def test_progress_is_plain_off_a_terminal_and_can_be_turned_off(
     tmp_path: Path, default_run: tuple[Path, subprocess.CompletedProcess[str]]
 ) -> None:
-    assert f"progress: {SAMPLE_ITEMS}/{SAMPLE_ITEMS} items, mean " in default_run[1].stderr
+    assert re.search(
+        rf"^progress: {SAMPLE_ITEMS}/{SAMPLE_ITEMS} items, \d\d:\d\d elapsed, mean ",
+        default_run[1].stderr,
+        flags=re.M,
+    )
     assert "\r" not in default_run[1].stderr
 
     quiet = run_app(tmp_path / "quiet", "runner.progress=false", "dataset.limit=2")

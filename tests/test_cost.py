@@ -249,4 +249,4 @@ def test_the_progress_display_shows_the_cost_against_the_budget(
     assert completed.returncode == 0, completed.stderr
     total = manifest(tmp_path / "run")["cost"]["total"]
     last = [line for line in completed.stderr.splitlines() if line.startswith("progress:")][-1]
-    assert f"cost ${total:,.4f} of $5.00" in last
+    assert f"cost ${total:,.4f} of max_cost $5.00" in last

@@ -117,11 +117,13 @@ def test_progress_is_a_tqdm_bar_on_a_terminal() -> None:
 
 def test_progress_is_plain_lines_elsewhere() -> None:
     stream = io.StringIO()
-    reporter = ProgressReporter(3, stream=stream, interval_s=3600)
+    now = [0.0]
+    reporter = ProgressReporter(3, stream=stream, interval_s=3600, clock=lambda: now[0])
     for _ in range(3):
+        now[0] += 20
         reporter.update(score=1.0, error=False)
 
-    assert stream.getvalue() == "progress: 3/3 items, mean 1.000, errors 0\n"
+    assert stream.getvalue() == "progress: 3/3 items, 01:00 elapsed, mean 1.000, errors 0\n"
 
 
 class Throttling(FakeJudge):
@@ -253,7 +255,7 @@ def test_429s_halve_the_requests_in_flight_and_successes_raise_them_again() -> N
     asyncio.run(one())
     # Three 429s in a row are one burst: one cut.
     assert (limited.max_in_flight, limited.requests_per_minute) == (4, 3000)
-    assert "retries 3, 429s 3, limit 4/3000 rpm" in limited.describe()
+    assert "retries 3, 429s 3, in flight 0/4 (max 8), 3000 rpm" in limited.describe()
 
     async def many() -> None:
         for _ in range(4 + 5 + 6 + 7):

@@ -751,7 +751,8 @@ def test_no_nan_shows_anywhere_in_a_report_of_the_apps_runs(
         "the reply was not JSON",
     ]
     items.loc[second, ["status", "score"]] = ["unscorable", 0.0]
-    pq.write_table(pa.Table.from_pandas(items, schema=ITEMS_SCHEMA, preserve_index=False),
+    schema = pq.read_schema(run_dir / "items.parquet")  # its metadata struct: the sample's fields
+    pq.write_table(pa.Table.from_pandas(items, schema=schema, preserve_index=False),
                    run_dir / "items.parquet")  # fmt: skip
     report = write_report([run_dir], tmp_path / "report.html", history=history_table())
 

@@ -261,7 +261,7 @@ def test_a_failed_target_gives_every_scorer_a_row_with_the_error() -> None:
         ("s1", "error", "target"),
         ("s2", "error", "target"),
     ]
-    assert all(r["score"] is None and r["metadata"] == '{"section": "news"}' for r in items)
+    assert all(r["score"] is None and r["metadata"] == {"section": "news"} for r in items)
 
 
 def test_a_cut_line_longer_than_a_read_block_is_dropped_on_resume(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -10,6 +11,11 @@ import pyarrow.parquet as pq
 from summeval_runner._io._manifest import JudgeNoise, Manifest, TokenTotals
 from summeval_runner._runner._estimate import RunEstimate
 from summeval_runner._scorers._outcome import RunCounts
+from summeval_runner._secrets import scrub
+
+# The distinct errors a run's summary lists, the most frequent first; a message is cut at this.
+_ERRORS_SHOWN = 5
+_MESSAGE_CHARS = 200
 
 
 def counts_line(manifest: Manifest) -> str:
@@ -82,10 +88,47 @@ def format_estimate(estimate: RunEstimate) -> str:
     return "\n".join(lines)
 
 
+def error_lines(run_dir: Path, manifest: Manifest) -> list[str]:
+    """The run's distinct errors (type, step and message, as ``items.parquet`` holds them),
+    the most frequent first, each with how many items had it; secrets scrubbed."""
+    items = manifest.tables.get("items")
+    if items is None or not (run_dir / items).is_file():
+        return []
+    columns = ["item_id", "error_type", "error_step", "error_message"]
+    table = pq.read_table(run_dir / items, columns=columns)
+    found: Counter[tuple[str, str, str]] = Counter()
+    seen: set[tuple[str, tuple[str, str, str]]] = set()
+    for row in table.to_pylist():
+        if row["error_type"] is None:
+            continue
+        message = " ".join(str(row["error_message"] or "").split())
+        if len(message) > _MESSAGE_CHARS:
+            message = message[: _MESSAGE_CHARS - 3] + "..."
+        error = (row["error_type"], row["error_step"] or "?", scrub(message))
+        # An item counts once per error, whatever its scorers and trials.
+        if (row["item_id"], error) not in seen:
+            seen.add((row["item_id"], error))
+            found[error] += 1
+    if not found:
+        return []
+    # Counter.most_common keeps first-seen order among equal counts: dataset order.
+    ranked = found.most_common()
+    lines = ["errors (items; error_type in error_step: error_message, in items.parquet):"]
+    width = len(str(ranked[0][1]))
+    lines += [
+        f"  {count:>{width}}  {kind} in {step}: {message}"
+        for (kind, step, message), count in ranked[:_ERRORS_SHOWN]
+    ]
+    if len(ranked) > _ERRORS_SHOWN:
+        more = len(ranked) - _ERRORS_SHOWN
+        lines.append(f"  ... and {more} more distinct error{'s' if more > 1 else ''}")
+    return lines
+
+
 def print_summary(run_dir: Path, manifest: Manifest) -> None:
-    """The counts (unfinished items and hook errors included), the results directory and a
-    table of the aggregates, on stdout; why the run stopped, if it did not complete, on
-    stderr."""
+    """The counts (unfinished items and hook errors included), the results directory, a table
+    of the aggregates and the most frequent errors, on stdout; why the run stopped, if it did
+    not complete, on stderr."""
     if manifest.stopped_because:
         print(f"summeval-run: stopped: {manifest.stopped_because}", file=sys.stderr)
     counts = manifest.counts
@@ -98,9 +141,14 @@ def print_summary(run_dir: Path, manifest: Manifest) -> None:
         print(cost_line(manifest))
     print(f"results: {run_dir}")
     aggregates = manifest.tables.get("aggregates")
-    if aggregates is None:
-        return
-    rows = pq.read_table(run_dir / aggregates).to_pylist()
+    if aggregates is not None:
+        _print_aggregates(run_dir / aggregates, manifest)
+    for line in error_lines(run_dir, manifest):
+        print(line)
+
+
+def _print_aggregates(aggregates: Path, manifest: Manifest) -> None:
+    rows = pq.read_table(aggregates).to_pylist()
     if not rows:
         return
     print(f"{'scorer':<22} {'metric':<10} {'n':>5} {'mean':>7}  {'95% CI':<17}")

@@ -46,9 +46,16 @@ except ImportError:  # Windows: no advisory locks; one writer per run directory 
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._manifest import CacheUse, JudgeTraffic, RunCost
+from summeval_runner._io._metadata import MetadataTypes
 from summeval_runner._io._noise import NoiseTally
 from summeval_runner._io._rows import ItemRecord, rows_of
-from summeval_runner._io._tables import AGGREGATES_SCHEMA, QUESTIONS_SCHEMA, TABLES, Summary
+from summeval_runner._io._tables import (
+    AGGREGATES_SCHEMA,
+    QUESTIONS_SCHEMA,
+    TABLES,
+    Summary,
+    items_schema,
+)
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._result import Status
 from summeval_runner._secrets import scrub
@@ -98,6 +105,8 @@ class PartTraffic(BaseModel):
     target_output_tokens: int = 0
     target_cost: float = 0.0
     target_cost_unknown: int = 0
+    # The agent's calls the response cache answered (the judge's hits are cache_hits).
+    target_cache_hits: int = 0
 
     def plus(
         self, counts: Mapping[str, float], *, elapsed_s: float | None = None
@@ -339,8 +348,14 @@ class RunWriter:
                 # Closed (and the lock released) even when the disk refuses the flush.
                 self._journal.close()
 
-    def compact(self, *, run_id: str, variant: str) -> Compacted:
+    def compact(
+        self, *, run_id: str, variant: str, metadata: MetadataTypes | None = None
+    ) -> Compacted:
         """Compact the journal into Parquet tables and write the aggregates.
+
+        ``metadata`` is the data's metadata fields and their kinds, read before the run (the
+        manifest's ``dataset.metadata_types``); without it (a stream's), every field the
+        journal's items carry is text.
 
         Rows come out in dataset order whatever order items finished in, and an item journaled
         twice (tried again on resume) keeps its last entry, so the tables of a resumed run equal
@@ -350,9 +365,15 @@ class RunWriter:
         """
         self._journal.flush()
         os.fsync(self._journal.fileno())
-        paths = {name: self.run_dir / f"{name}.parquet" for name in TABLES}
+        if metadata is None:
+            records = _latest_records(self.journal_path, self._damage)
+            metadata = MetadataTypes.strings(
+                name for record in records for name in json.loads(record.metadata)
+            )
+        schemas = {**TABLES, "items": items_schema(metadata)}
+        paths = {name: self.run_dir / f"{name}.parquet" for name in schemas}
         writers = {
-            name: pq.ParquetWriter(_partial(paths[name]), TABLES[name])
+            name: pq.ParquetWriter(_partial(paths[name]), schemas[name])
             for name in ("items", "alignment", "coverage")
         }
         summary = Summary()
@@ -362,7 +383,7 @@ class RunWriter:
 
         def flush() -> None:
             for name, writer in writers.items():
-                writer.write_table(pa.Table.from_pylist(rows[name], schema=TABLES[name]))
+                writer.write_table(pa.Table.from_pylist(rows[name], schema=schemas[name]))
                 rows[name] = []
 
         try:
@@ -371,7 +392,8 @@ class RunWriter:
             for count, record in enumerate(records, 1):
                 statuses.append(record.status)
                 noise.add(record)
-                for name, table in rows_of(record, run_id=run_id, variant=variant).items():
+                built = rows_of(record, run_id=run_id, variant=variant, metadata=metadata)
+                for name, table in built.items():
                     rows[name] += table
                     if name == "items":
                         summary.add_item(table)

@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from summeval_runner._errors import InputError
+from summeval_runner._io._metadata import MetadataKind, MetadataTypes
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._secrets import redact, redact_urls, scrub
 
@@ -97,6 +98,9 @@ class DatasetInfo(_Part):
     whatever the rows' order and their precomputed outputs (the systems under test): the SHA-256
     of the sorted SHA-256s of each item's input as canonical JSON (``inputs_fingerprint``).
     Runs whose inputs are the same compare; none for a stream, whose rows are not read ahead.
+    ``metadata_types`` is each metadata field's kind as read from every row (``_metadata``):
+    the type of its field in ``items.parquet``'s ``metadata`` struct, the same in every part of
+    a resumed run and every shard of a merge (``None``: a stream, or a run that did not say).
     """
 
     path: str | None = None
@@ -104,6 +108,15 @@ class DatasetInfo(_Part):
     sha256: str | None = None
     inputs_sha256: str | None = None
     ids: Literal["given", "generated"] | None = None
+    metadata_types: dict[str, MetadataKind] | None = None
+
+
+def metadata_types(dataset: DatasetInfo | None) -> MetadataTypes | None:
+    """The kinds of a run's metadata fields, as its manifest recorded them (``None``: a stream,
+    or a run that recorded none)."""
+    if dataset is None or dataset.metadata_types is None:
+        return None
+    return MetadataTypes.of(dataset.metadata_types)
 
 
 def input_sha256(value: Any) -> str:

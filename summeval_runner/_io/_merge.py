@@ -38,6 +38,7 @@ from summeval_runner._io._manifest import (
     RunCost,
     TokenTotals,
     config_differences,
+    metadata_types,
     read_manifest,
     setup_differences,
     write_manifest,
@@ -129,6 +130,11 @@ def _check_same_run(runs: list[ShardRun]) -> None:
         ]
         if _sha256(first.manifest) != _sha256(run.manifest):
             differences.append("the dataset file's content (sha256) differs")
+        types = [metadata_types(r.manifest.dataset) for r in (first, run)]
+        if types[0] != types[1]:
+            # One items table holds one metadata struct: shards must agree on its fields.
+            shown = [t.as_dict() if t is not None else "none recorded" for t in types]
+            differences.append(f"the metadata fields' types were {shown[0]}, now {shown[1]}")
         if differences:
             raise InputError(
                 f"{run.path} is not a shard of the same run as {first.path}: "
@@ -220,7 +226,11 @@ def merge_runs(
                     writer.write_questions(questions)
                 for record in journal_records(run.path / JOURNAL):
                     writer.write(record)
-            compacted = writer.compact(run_id=run_id, variant=runs[0].manifest.variant)
+            compacted = writer.compact(
+                run_id=run_id,
+                variant=runs[0].manifest.variant,
+                metadata=metadata_types(runs[0].manifest.dataset),
+            )
         finally:
             writer.close()
         tables = compacted.tables

@@ -41,6 +41,15 @@ def descriptions(schema: pa.Schema) -> dict[str, str]:
     }
 
 
+def for_pandas(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with pandas' metadata naming its integer and boolean columns' nullable types,
+    for a file written from Arrow rows (not from a frame): a plain ``pd.read_parquet`` gives
+    ``Int32``, ``Int64`` and ``boolean`` columns back, an empty table included."""
+    empty = frame_of(schema.empty_table())
+    pandas = pa.Schema.from_pandas(empty, preserve_index=False).metadata[b"pandas"]
+    return schema.with_metadata({**(schema.metadata or {}), b"pandas": pandas})
+
+
 def typed_frame(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pd.DataFrame:
     """``rows`` as a DataFrame of ``schema``'s columns and types (nullable ints and bools)."""
     table = pa.Table.from_pylist(list(rows), schema=schema)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from summeval_runner._io._metadata import MetadataReader, MetadataTypes
 from summeval_runner._io._tables import ITEMS_SCHEMA
 from summeval_runner._scorers._outcome import ItemResult, number_of, status_of
 from summeval_runner._scorers._result import ErrorInfo, Status, SummarizationResult
@@ -77,7 +78,8 @@ class ItemRecord(_Frozen):
     position: int
     item_id: str
     status: Status
-    # The dataset's metadata fields, as JSON text (values of any type, written as text).
+    # The dataset's metadata fields, as JSON text (values of any type; what JSON cannot hold,
+    # as text). The items table types them by the run's MetadataTypes.
     metadata: str
     target_latency_s: float | None
     outcomes: tuple[ScorerOutcome, ...]
@@ -106,10 +108,25 @@ class ItemRecord(_Frozen):
         )
 
 
-def rows_of(record: ItemRecord, *, run_id: str, variant: str) -> dict[str, list[dict[str, Any]]]:
+def rows_of(
+    record: ItemRecord,
+    *,
+    run_id: str,
+    variant: str,
+    metadata: MetadataTypes | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """The rows one item adds to each table: a row per scorer and trial in ``items``, a row per
-    claim verdict in ``alignment`` and a row per question asked in ``coverage``."""
+    claim verdict in ``alignment`` and a row per question asked in ``coverage``.
+
+    ``metadata`` is the run's metadata fields and their kinds (``items.parquet``'s struct);
+    without it, those of this item's own values."""
     rows: dict[str, list[dict[str, Any]]] = {"items": [], "alignment": [], "coverage": []}
+    fields = json.loads(record.metadata)
+    if metadata is None:
+        reader = MetadataReader()
+        reader.add(fields)
+        metadata = reader.types()
+    typed = metadata.value(fields)
     for outcome in record.outcomes:
         keys = {
             "run_id": run_id,
@@ -124,7 +141,7 @@ def rows_of(record: ItemRecord, *, run_id: str, variant: str) -> dict[str, list[
             "target_input_tokens": record.target_input_tokens,
             "target_output_tokens": record.target_output_tokens,
             "target_cost": record.target_cost,
-            "metadata": record.metadata,
+            "metadata": typed,
         }
         if outcome.error is not None:
             row |= {"status": "error", **_error_columns(outcome.error)}

@@ -16,110 +16,246 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from summeval_runner._io._metadata import MetadataTypes
+from summeval_runner._io._parquet import described, for_pandas
 from summeval_runner._scorers._outcome import RunCounts, item_status
 from summeval_runner._scorers._result import METRICS, Status
 from summeval_runner._stats import mean_interval, quantile
 
-# Every row says which run, variant, item, scorer and trial (RunOptions.trials; 0 for a run of
-# one trial) it belongs to.
-_KEY_FIELDS = [
-    pa.field("run_id", pa.string(), nullable=False),
-    pa.field("variant", pa.string(), nullable=False),
-    pa.field("item_id", pa.string(), nullable=False),
-    pa.field("scorer_id", pa.string(), nullable=False),
-    pa.field("trial", pa.int32(), nullable=False),
-]
-ITEMS_SCHEMA = pa.schema(
-    [
-        *_KEY_FIELDS,
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("score", pa.float64()),
-        pa.field("alignment_score", pa.float64()),
-        pa.field("coverage_score", pa.float64()),
-        pa.field("claims", pa.int32()),
-        pa.field("supported_claims", pa.int32()),
-        pa.field("questions", pa.int32()),
-        pa.field("answered_questions", pa.int32()),
-        pa.field("reason", pa.string()),
-        pa.field("error_type", pa.string()),
-        pa.field("error_message", pa.string()),
-        pa.field("error_step", pa.string()),
-        pa.field("error_attempts", pa.int32()),
-        pa.field("error_raw_reply", pa.string()),
-        pa.field("source", pa.string()),
-        pa.field("summary", pa.string()),
-        pa.field("judge", pa.string()),
-        pa.field("prompt_version", pa.string()),
-        pa.field("max_questions", pa.int32()),
-        pa.field("scale", pa.float64()),
-        pa.field("judge_calls", pa.int32()),
-        pa.field("judge_retries", pa.int32()),
-        pa.field("input_tokens", pa.int64()),
-        pa.field("output_tokens", pa.int64()),
-        pa.field("judge_cost", pa.float64()),
-        pa.field("judge_latency_s", pa.float64()),
-        pa.field("target_latency_s", pa.float64()),
-        pa.field("target_input_tokens", pa.int64()),
-        pa.field("target_output_tokens", pa.int64()),
-        pa.field("target_cost", pa.float64()),
-        pa.field("metadata", pa.string()),
+_ERROR_STEPS = "target, preprocess, analyze, reason, or scorer"
+
+
+def _key_fields() -> list[pa.Field]:
+    """Which run, variant, item, scorer and trial (RunOptions.trials; 0 for a run of one trial)
+    every row belongs to."""
+    return [
+        described("run_id", pa.string(), "this run's id (also in its manifest)", nullable=False),
+        described(
+            "variant",
+            pa.string(),
+            "the variant label (runner.variant, or the command line's overrides)",
+            nullable=False,
+        ),
+        described(
+            "item_id",
+            pa.string(),
+            "the dataset's id of the item, or a hash of its input (and output)",
+            nullable=False,
+        ),
+        described("scorer_id", pa.string(), "the scorer: summarization-scorer", nullable=False),
+        described(
+            "trial",
+            pa.int32(),
+            "which judgment of the item (runner.trials, from 0); 0 in a run of one trial",
+            nullable=False,
+        ),
     ]
+
+
+_NO_METADATA = MetadataTypes()
+
+
+def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
+    """``items.parquet``'s schema for a run whose metadata fields are of ``metadata``'s kinds
+    (a struct of them; Arrow's null type when there is none)."""
+    return for_pandas(
+        pa.schema(
+            [
+                *_key_fields(),
+                described("status", pa.string(), "scored, unscorable or error", nullable=False),
+                described(
+                    "score",
+                    pa.float64(),
+                    "min(alignment, coverage) x scale; null for an error, never 0",
+                ),
+                described("alignment_score", pa.float64(), "supported claims / claims, 0 to 1"),
+                described("coverage_score", pa.float64(), "answered questions / questions, 0 to 1"),
+                described("claims", pa.int32(), "claims the judge found in the summary"),
+                described("supported_claims", pa.int32(), "claims the source supports"),
+                described("questions", pa.int32(), "coverage questions asked (N)"),
+                described("answered_questions", pa.int32(), "questions the summary answers"),
+                described("reason", pa.string(), "the judge's explanation of the score"),
+                described("error_type", pa.string(), "for an error: the exception's type"),
+                described("error_message", pa.string(), "for an error: what went wrong"),
+                described(
+                    "error_step",
+                    pa.string(),
+                    f"for an error: where it happened ({_ERROR_STEPS})",
+                ),
+                described(
+                    "error_attempts",
+                    pa.int32(),
+                    "for an error: calls the failed step made (retries and re-asks included)",
+                ),
+                described(
+                    "error_raw_reply",
+                    pa.string(),
+                    "the judge's last unusable reply, cut at 2,000 characters",
+                ),
+                described(
+                    "source",
+                    pa.string(),
+                    "the text the summary was judged against; null when nothing was judged",
+                ),
+                described(
+                    "summary",
+                    pa.string(),
+                    "the summary that was judged; null when nothing was judged",
+                ),
+                described("judge", pa.string(), "the judge that scored the item"),
+                described("prompt_version", pa.string(), "the version of the judge's prompts"),
+                described("max_questions", pa.int32(), "the scorer's max_questions"),
+                described("scale", pa.float64(), "the scorer's scale"),
+                described(
+                    "judge_calls", pa.int32(), "judge calls for this item (re-asks included)"
+                ),
+                described(
+                    "judge_retries",
+                    pa.int32(),
+                    "judge requests sent again after a transient failure (429, 5xx, timeout)",
+                ),
+                described("input_tokens", pa.int64(), "the judge's input tokens for this item"),
+                described("output_tokens", pa.int64(), "the judge's output tokens for this item"),
+                described(
+                    "judge_cost",
+                    pa.float64(),
+                    "US dollars of this item's judge calls at model.price (0 from the cache); "
+                    "null when the price is not known",
+                ),
+                described("judge_latency_s", pa.float64(), "seconds spent in judge calls"),
+                described("target_latency_s", pa.float64(), "seconds spent in the agent"),
+                described(
+                    "target_input_tokens",
+                    pa.int64(),
+                    "the agent's input tokens, as it reported them; null when not known",
+                ),
+                described(
+                    "target_output_tokens",
+                    pa.int64(),
+                    "the agent's output tokens, as it reported them; null when not known",
+                ),
+                described(
+                    "target_cost",
+                    pa.float64(),
+                    "US dollars of the agent's call at target.price (0 from the cache); null "
+                    "when not known",
+                ),
+                described(
+                    "metadata",
+                    metadata.arrow_type(),
+                    "the dataset's metadata fields, each with its type (a struct; "
+                    "metadata.<field> in DuckDB); null type when the data has none",
+                ),
+            ]
+        )
+    )
+
+
+# The items table of a run without metadata fields: its columns are every run's.
+ITEMS_SCHEMA = items_schema()
+ALIGNMENT_SCHEMA = for_pandas(
+    pa.schema(
+        [
+            *_key_fields(),
+            described(
+                "position",
+                pa.int32(),
+                "the claim's place in the judge's list, from 0",
+                nullable=False,
+            ),
+            described("claim", pa.string(), "an atomic claim of the summary", nullable=False),
+            described("supported", pa.bool_(), "whether the source supports it", nullable=False),
+            described("reason", pa.string(), "the judge's reason", nullable=False),
+        ]
+    )
 )
-ALIGNMENT_SCHEMA = pa.schema(
-    [
-        *_KEY_FIELDS,
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("claim", pa.string(), nullable=False),
-        pa.field("supported", pa.bool_(), nullable=False),
-        pa.field("reason", pa.string(), nullable=False),
-    ]
+COVERAGE_SCHEMA = for_pandas(
+    pa.schema(
+        [
+            *_key_fields(),
+            described("position", pa.int32(), "the question's place, from 0", nullable=False),
+            described(
+                "question", pa.string(), "a closed question drawn from the source", nullable=False
+            ),
+            described(
+                "answered",
+                pa.bool_(),
+                "whether the summary alone answers it; false when the verdict is missing",
+                nullable=False,
+            ),
+            described("reason", pa.string(), "the judge's reason; null when missing"),
+            described(
+                "verdict_missing",
+                pa.bool_(),
+                "the judge gave no verdict for this question",
+                nullable=False,
+            ),
+        ]
+    )
 )
-COVERAGE_SCHEMA = pa.schema(
-    [
-        *_KEY_FIELDS,
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("answered", pa.bool_(), nullable=False),
-        pa.field("reason", pa.string()),
-        pa.field("verdict_missing", pa.bool_(), nullable=False),
-    ]
-)
-AGGREGATES_SCHEMA = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("variant", pa.string(), nullable=False),
-        pa.field("scorer_id", pa.string(), nullable=False),
-        pa.field("metric", pa.string(), nullable=False),
-        pa.field("items", pa.int64(), nullable=False),
-        pa.field("scored", pa.int64(), nullable=False),
-        pa.field("unscorable", pa.int64(), nullable=False),
-        pa.field("errors", pa.int64(), nullable=False),
-        pa.field("n", pa.int64(), nullable=False),
-        pa.field("mean", pa.float64()),
-        pa.field("std", pa.float64()),
-        pa.field("min", pa.float64()),
-        pa.field("p25", pa.float64()),
-        pa.field("median", pa.float64()),
-        pa.field("p75", pa.float64()),
-        pa.field("max", pa.float64()),
-        pa.field("ci95_low", pa.float64()),
-        pa.field("ci95_high", pa.float64()),
-    ]
+_STAT = "over the scored items"
+AGGREGATES_SCHEMA = for_pandas(
+    pa.schema(
+        [
+            described("run_id", pa.string(), "this run's id", nullable=False),
+            described("variant", pa.string(), "the variant label", nullable=False),
+            described("scorer_id", pa.string(), "the scorer", nullable=False),
+            described("metric", pa.string(), "score, alignment or coverage", nullable=False),
+            described("items", pa.int64(), "items finished", nullable=False),
+            described("scored", pa.int64(), "items scored", nullable=False),
+            described(
+                "unscorable",
+                pa.int64(),
+                "items unscorable (a blank summary or source)",
+                nullable=False,
+            ),
+            described("errors", pa.int64(), "items in error", nullable=False),
+            described("n", pa.int64(), "values: the scored items", nullable=False),
+            described("mean", pa.float64(), f"the mean {_STAT}"),
+            described("std", pa.float64(), f"the sample standard deviation {_STAT}"),
+            described("min", pa.float64(), f"the lowest value {_STAT}"),
+            described("p25", pa.float64(), f"the 25th percentile (linear, as pandas) {_STAT}"),
+            described("median", pa.float64(), f"the median {_STAT}"),
+            described("p75", pa.float64(), f"the 75th percentile (linear, as pandas) {_STAT}"),
+            described("max", pa.float64(), f"the highest value {_STAT}"),
+            described(
+                "ci95_low",
+                pa.float64(),
+                "the 95% Student's t interval of the mean, low end, clipped to the range",
+            ),
+            described(
+                "ci95_high",
+                pa.float64(),
+                "the 95% Student's t interval of the mean, high end, clipped to the range",
+            ),
+        ]
+    )
 )
 # One row per question of each source's shared question set (questions="per_source"): the
 # questions every item of that source was asked.
-QUESTIONS_SCHEMA = pa.schema(
-    [
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("variant", pa.string(), nullable=False),
-        pa.field("judge", pa.string(), nullable=False),
-        pa.field("prompt_version", pa.string(), nullable=False),
-        pa.field("source_sha256", pa.string(), nullable=False),
-        pa.field("max_questions", pa.int32(), nullable=False),
-        pa.field("origin", pa.string(), nullable=False),
-        pa.field("position", pa.int32(), nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-    ]
+QUESTIONS_SCHEMA = for_pandas(
+    pa.schema(
+        [
+            described("run_id", pa.string(), "this run's id", nullable=False),
+            described("variant", pa.string(), "the variant label", nullable=False),
+            described("judge", pa.string(), "the judge that drew the questions", nullable=False),
+            described(
+                "prompt_version", pa.string(), "the version of the judge's prompts", nullable=False
+            ),
+            described(
+                "source_sha256", pa.string(), "the SHA-256 of the source's text", nullable=False
+            ),
+            described("max_questions", pa.int32(), "the scorer's max_questions", nullable=False),
+            described(
+                "origin",
+                pa.string(),
+                "drawn by an item of this run, or stored: found in the response cache",
+                nullable=False,
+            ),
+            described("position", pa.int32(), "the question's place, from 0", nullable=False),
+            described("question", pa.string(), "the question", nullable=False),
+        ]
+    )
 )
 TABLES: Mapping[str, pa.Schema] = {
     "items": ITEMS_SCHEMA,

@@ -390,6 +390,13 @@ class Batch:
                 # sys.exit() in an agent is the agent's failure, not the run's end: let out, it
                 # would end the run with the agent's code (0 for nothing done).
                 latency = time.perf_counter() - started
+                # The item's error is data (its type and message); where it came from is here.
+                logger.info(
+                    "item %s: the target raised %s; the item is an error (error_step target)",
+                    item.id,
+                    type(error).__name__,
+                    exc_info=error,
+                )
                 return self.failed(
                     item,
                     _error(error, "target"),

@@ -1,10 +1,13 @@
-"""The judge response cache: sqlite on disk, keyed by everything that decides a reply.
+"""The response cache: sqlite on disk, keyed by everything that decides a reply.
 
 A key covers the judge's identity (provider, model, base URL, sampling parameters), the prompt
 version, the step's schema and the exact messages, so a change to any of them is a miss. Only
 replies that pass the step's schema are stored: an error or a malformed reply is never served
-again. A second table keeps each source's coverage questions as a judge drew them
-(``questions="per_source"``), so other variants of a sweep and later runs ask the same ones.
+again. The agent under test keeps its model calls in the same file (``AgentCache``, keyed by
+its endpoint, model, prompt, sampling and input), so a rerun that changes only the judge or
+the scorer calls no agent again. A second table keeps each source's coverage questions as a
+judge drew them (``questions="per_source"``), so other variants of a sweep and later runs ask
+the same ones.
 The database runs in WAL mode with a busy timeout, so the processes of a multirun (and the
 tasks of one run) read and write it at once.
 
@@ -25,8 +28,8 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -101,6 +104,12 @@ def request_key(identity: Mapping[str, Any], request: JudgeRequest) -> str:
     if request.trial:
         parts["trial"] = request.trial
     return _digest(parts)
+
+
+def agent_key(identity: Mapping[str, Any], request: Mapping[str, Any]) -> str:
+    """The cache key of one call of an agent: a SHA-256 of its identity (provider, endpoint)
+    and the request (model, messages, sampling), apart from every judge's keys."""
+    return _digest({"key_version": _KEY_VERSION, "agent": dict(identity), "request": request})
 
 
 def questions_key(identity: Mapping[str, Any], key: QuestionKey) -> str:
@@ -272,6 +281,16 @@ class ResponseCache:
         )
 
     def get(self, key: str) -> JudgeReply | None:
+        """The judge's reply stored under ``key`` (a hit or a miss is counted: the judge's)."""
+        reply = self.lookup(key)
+        if reply is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return reply
+
+    def lookup(self, key: str) -> JudgeReply | None:
+        """The reply stored under ``key``, uncounted."""
         row = None
         if self._db is not None:
             try:
@@ -282,15 +301,20 @@ class ResponseCache:
             except sqlite3.Error as error:
                 self._failed("read", error)
         if row is None:
-            self.misses += 1
             return None
-        self.hits += 1
         return JudgeReply(
             content=row[0], usage=TokenUsage(input_tokens=row[1], output_tokens=row[2])
         )
 
     def put(self, key: str, reply: JudgeReply, judge: str) -> bool:
-        """Store a reply; whether it was stored."""
+        """Store a judge's reply; whether it was stored (counted: the judge's)."""
+        stored = self.store(key, reply, judge)
+        self.stored += stored
+        return stored
+
+    def store(self, key: str, reply: JudgeReply, judge: str) -> bool:
+        """Store a reply under ``key``, uncounted; whether it was stored. ``judge`` names who
+        answered (``summeval-cache info`` and a person reading the file)."""
         if self._db is None:
             return False
         content = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
@@ -312,7 +336,6 @@ class ResponseCache:
         except sqlite3.Error as error:
             self._failed("written", error)
             return False
-        self.stored += 1
         return True
 
     def get_questions(self, key: str) -> QuestionSet | None:
@@ -484,6 +507,50 @@ class CachedJudge:
         close = getattr(self.judge, "aclose", None)
         if close is not None:
             await close()
+
+
+class AgentCache:
+    """The run's response cache as the agent under test calls it: ``run_evals`` gives it to an
+    agent that offers ``with_cache(cache)`` (the bundled LLM summarizer), as it wraps judges.
+
+    ``complete(identity, request, call)`` answers from the cache when the mode reads and it
+    holds the call (its reply costs 0), else makes the call and keeps a reply with text when
+    the mode writes. Hits are counted apart from the judge's (``target_cache_hits``): the
+    manifest's cache counts stay the judge's.
+    """
+
+    def __init__(
+        self,
+        cache: ResponseCache,
+        *,
+        on_traffic: Callable[[Mapping[str, float]], None] | None = None,
+    ) -> None:
+        self._cache = cache
+        self._on_traffic = on_traffic
+
+    async def complete(
+        self,
+        identity: Mapping[str, Any],
+        request: Mapping[str, Any],
+        call: Callable[[], Awaitable[JudgeReply]],
+    ) -> JudgeReply:
+        """``call``'s reply, or the one kept for the same ``identity`` and ``request``.
+
+        ``identity`` is what decides the reply besides the request (provider, endpoint);
+        ``request`` the call's parameters (model, messages, sampling), as JSON values.
+        """
+        key = agent_key(identity, request)
+        if self._cache.reads:
+            cached = self._cache.lookup(key)
+            if cached is not None:
+                if self._on_traffic is not None:
+                    self._on_traffic({"target_cache_hits": 1})
+                return replace(cached, cost=0.0)
+        reply = await call()
+        # A blank reply is not kept: more likely a failed call than a summary.
+        if self._cache.writes and isinstance(reply.content, str) and reply.content.strip():
+            self._cache.store(key, reply, f"agent {identity.get('model') or request.get('model')}")
+        return reply
 
 
 class CachedQuestions:

@@ -22,6 +22,7 @@ from summeval_runner._io._manifest import (
     input_sha256,
     inputs_fingerprint,
 )
+from summeval_runner._io._metadata import MetadataReader
 from summeval_runner._io._shards import Shard
 from summeval_runner._messages import check_readable
 from summeval_runner._scorers._summarization import SummarizationScorer
@@ -191,12 +192,15 @@ def prepare(
         count = selected = 0
         first: Item | None = None
         inputs = InputsFingerprint()
+        # Every row's metadata, a shard's or not: every shard of the run types it alike.
+        metadata = MetadataReader(fields.metadata)
         for _, item in checked():
             if first is None:
                 first = item
             count += 1
             selected += wanted(item)
             inputs.add(item.input)
+            metadata.add(item.metadata)
         if first is None:
             raise DatasetError(f"{data.path}: the dataset has no rows")
         info = DatasetInfo(
@@ -205,17 +209,22 @@ def prepare(
             sha256=data.sha256(),
             inputs_sha256=inputs.hexdigest(),
             ids=_file_ids(data, first),
+            metadata_types=metadata.types().as_dict(),
         )
         return Items(lambda: chosen(checked()), selected, info)
     if isinstance(data, Sequence):
         ids = IdAllocator(place="data item {}")
         items = [_as_item(raw, index, ids, has_target, reads) for index, raw in enumerate(data)]
         generated = any(isinstance(raw, Mapping) and raw.get("id") is None for raw in data)
+        metadata = MetadataReader()
+        for item in items:
+            metadata.add(item.metadata)
         info = DatasetInfo(
             items=len(items),
             sha256=_fingerprint(items),
             inputs_sha256=inputs_fingerprint(input_sha256(item.input) for item in items),
             ids="generated" if generated else "given",
+            metadata_types=metadata.types().as_dict(),
         )
         return Items(lambda: chosen(enumerate(items)), sum(map(wanted, items)), info)
     stream = iter(data)

@@ -9,6 +9,8 @@ that retries on its own (the OpenAI provider's SDK) is first replaced by a copy 
 (``without_retries()``), owned and closed by the run. Scorers that share one judge share one
 set of limits, and one ``QuestionBank``: a source's coverage questions are drawn once per judge
 and run, kept in the journal (``on_questions``) and, for a cached judge, in the response cache.
+An agent that keeps its model calls in the cache (``with_cache``: the LLM summarizer) is given
+the same cache (``bind_target``), so a rerun with another judge or scorer calls no agent again.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from summeval_runner._io._manifest import CacheUse, JudgeTraffic
 from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name
 from summeval_runner._runner._batches import BatchedJudge, IdleWatch
 from summeval_runner._runner._cache import (
+    AgentCache,
     CachedJudge,
     CachedQuestions,
     ResponseCache,
@@ -47,6 +50,14 @@ class JudgedScorer(Protocol):
     def judge(self) -> Judge: ...
 
     def with_judge(self, judge: Judge) -> Any: ...
+
+
+@runtime_checkable
+class CachedTarget(Protocol):
+    """An agent whose model calls the runner may keep in the run's response cache: it offers
+    ``with_cache(cache)``, a copy of itself that makes each call through ``cache.complete``."""
+
+    def with_cache(self, cache: AgentCache) -> Any: ...
 
 
 class JudgeStack:
@@ -89,6 +100,19 @@ class JudgeStack:
                     scorer = with_bank(self._bank(key, wrapped))
             bound.append(scorer)
         return bound
+
+    def bind_target(self, target: Any) -> Any:
+        """The agent as this run calls it: with the run's response cache when it offers
+        ``with_cache`` and ``cache`` is not ``off``; otherwise as it is."""
+        if not isinstance(target, CachedTarget) or self._options.cache == "off":
+            return target
+        return target.with_cache(AgentCache(self._open_cache(), on_traffic=self._count))
+
+    def _open_cache(self) -> ResponseCache:
+        if self.cache is None:
+            options = self._options
+            self.cache = ResponseCache(options.cache_path or default_cache_path(), options.cache)
+        return self.cache
 
     def _bank(self, key: int, wrapped: Judge) -> QuestionBank:
         if key not in self._banks:
@@ -168,11 +192,7 @@ class JudgeStack:
             )
         wrapped: Judge = limited
         if options.cache != "off" and identity is not None:
-            if self.cache is None:
-                self.cache = ResponseCache(
-                    options.cache_path or default_cache_path(), options.cache
-                )
-            wrapped = CachedJudge(limited, self.cache, identity, on_traffic=self._count)
+            wrapped = CachedJudge(limited, self._open_cache(), identity, on_traffic=self._count)
         self._limited[key] = limited
         self._wrapped[key] = wrapped
         return wrapped

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from typing import Any
 from asyncio_throttle.throttler import Throttler
 
 from summeval_runner._errors import JudgeAPIError, JudgeConnectionError, JudgeUnreachableError
+from summeval_runner._judges._offline import OfflineJudge
 from summeval_runner._judges._protocol import (
     Judge,
     JudgeReply,
@@ -220,8 +222,11 @@ class LimitedJudge:
     TLS) starts an outage, unless one has started already; any request that gets through to the
     judge (a reply, or an HTTP error such as a 429 or a 503) ends it. During an outage the other
     requests are held and one at a time probes; once a probe fails ``outage_timeout_s`` or more
-    after the outage began, the judge is declared unreachable. ``clock`` is the watch's clock
-    (seconds, monotonic); tests pass a fake one.
+    after the outage began, the judge is declared unreachable. ``clock`` is the clock of the
+    watch and of the holds (seconds, monotonic); tests pass a fake one.
+
+    What it does is logged to the ``summeval_runner`` logger (``summeval-run.log``): each retry
+    with its cause and wait, each 429 and the hold it starts, and the outage's start and end.
     """
 
     def __init__(
@@ -240,6 +245,9 @@ class LimitedJudge:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.judge = judge
+        # The offline judge reads text on this machine: it sends no request, so the display
+        # shows no request rate or retries for it.
+        self._local = isinstance(judge, OfflineJudge)
         self._on_traffic = on_traffic
         self._spend = spend
         self._price = judge_price(judge)
@@ -251,6 +259,8 @@ class LimitedJudge:
         self.retries = 0
         self.probes = 0
         self.throttled = 0
+        # Requests sent and not yet answered.
+        self.in_flight = 0
         # The outage watch. `_outage_since`: when the first connection failed after the judge
         # was last reached (None: no outage). Time before that does not count: a run that spent
         # its first minute on 429s or slow replies has reached the judge all along.
@@ -301,18 +311,30 @@ class LimitedJudge:
         return self.requests_sent / elapsed if elapsed > 0 else 0.0
 
     def describe(self) -> str:
-        """Figures for the progress display: rate, retries, 429s and the current limits."""
-        figures = f"{self.requests_per_second():.1f} req/s, retries {self.retries}"
+        """Figures for the progress display: what the judge is waiting for, if anything (a
+        server's ``Retry-After``, an outage), its request rate, retries and 429s, and its
+        limits as they are now (requests in flight of the bound, and the rates).
+
+        >>> LimitedJudge(OfflineJudge(), max_in_flight=8).describe()
+        'in flight 0/8'
+        """
+        figures = []
         if self._paused:
-            figures += ", judge unreachable: probing"
+            figures.append("judge unreachable: probing")
+        elif (held_s := self._hold_until - self._clock()) > 0:
+            figures.append(f"rate-limited: resuming in {math.ceil(held_s)} s")
+        if not self._local:
+            figures += [f"{self.requests_per_second():.1f} req/s", f"retries {self.retries}"]
         if self.throttled:
-            figures += f", 429s {self.throttled}"
-        limit = f"limit {self._slots.limit}"
+            figures.append(f"429s {self.throttled}")
+        limit = self._slots.limit
+        cut = f" (max {self._slots.maximum})" if limit < self._slots.maximum else ""
+        figures.append(f"in flight {self.in_flight}/{limit}{cut}")
         if self._rpm is not None:
-            limit += f"/{self.requests_per_minute:.0f} rpm"
+            figures.append(f"{self.requests_per_minute:.0f} rpm")
         if self._pacer is not None:
-            limit += f"/{self._pacer.rate * 60:,.0f} tpm"
-        return f"{figures}, {limit}"
+            figures.append(f"{self._pacer.rate * 60:,.0f} tpm")
+        return ", ".join(figures)
 
     def _set_rate(self, share: float) -> None:
         assert self._throttler is not None
@@ -349,11 +371,13 @@ class LimitedJudge:
     def _on_throttled(self, wait_s: float) -> None:
         self.throttled += 1
         self._count(throttled_429=1)
-        now = time.monotonic()
+        now = self._clock()
         # Nothing new goes out before the server's wait is over.
+        held = now + wait_s > self._hold_until
         self._hold_until = max(self._hold_until, now + wait_s)
         self._successes = 0
-        if now - self._last_cut >= _CUT_INTERVAL_S:
+        cut = now - self._last_cut >= _CUT_INTERVAL_S
+        if cut:
             # Multiplicative decrease, once per burst of 429s.
             if now - self._last_cut >= _EPISODE_S:
                 self._fast_limit = self._slots.limit // 2
@@ -366,6 +390,16 @@ class LimitedJudge:
                 # The token rate is known (judge_tpm): a 429 means an estimate fell short, not
                 # that the limit is lower; a gentle step back, recovered a step a round.
                 self._pacer.set_share(max(_MIN_TOKEN_SHARE, self._pacer.share * 0.9))
+        if held or cut:
+            limits = f"in flight {self._slots.limit}"
+            if self._rpm is not None:
+                limits += f", {self.requests_per_minute:.0f} rpm"
+            logger.info(
+                "judge %s: 429 (rate-limited): new requests held for %.1f s; limits now %s",
+                self.name,
+                self._hold_until - now,
+                limits,
+            )
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -444,7 +478,7 @@ class LimitedJudge:
         await self._slots.acquire()
         hold = None
         try:
-            while (wait := self._hold_until - time.monotonic()) > 0:
+            while (wait := self._hold_until - self._clock()) > 0:
                 await asyncio.sleep(wait)
             if self._throttler is not None:
                 # One task at a time polls the throttler (it sleeps and re-checks); the others
@@ -471,6 +505,7 @@ class LimitedJudge:
                 self._count(retries=1)
             if probe:
                 self.probes += 1
+            self.in_flight += 1
             try:
                 reply = await self._call(request)
             except JudgeConnectionError as error:
@@ -486,6 +521,8 @@ class LimitedJudge:
                 self._unpaced(paced)
                 self._reached()
                 raise
+            finally:
+                self.in_flight -= 1
             self._reached()
             self._repace(paced, reply)
             usage = reply.usage
@@ -563,7 +600,7 @@ class LimitedJudge:
                 wait = min(reset, (need - remaining) * 60.0 / limit)
             waits.append(wait)
         if waits:
-            self._hold_until = max(self._hold_until, time.monotonic() + max(waits))
+            self._hold_until = max(self._hold_until, self._clock() + max(waits))
 
     async def _call(self, request: JudgeRequest) -> JudgeReply:
         if self.request_timeout_s is None:
@@ -606,7 +643,24 @@ class LimitedJudge:
                     self._on_throttled(wait_s)
                 if not retryable or attempt >= self.retry.max_attempts:
                     error.attempts = sent
+                    logger.info(
+                        "judge %s: %s request failed after %d attempt%s: %s",
+                        self.name,
+                        request.step,
+                        sent,
+                        "" if sent == 1 else "s",
+                        error,
+                    )
                     raise
+                logger.info(
+                    "judge %s: %s request failed (%s); retry %d of %d in %.1f s",
+                    self.name,
+                    request.step,
+                    error,
+                    attempt,
+                    self.retry.max_attempts - 1,
+                    wait_s,
+                )
                 attempt += 1
             else:
                 self._on_success()

@@ -45,6 +45,7 @@ from summeval_runner._io._manifest import (
     ShardInfo,
     TokenTotals,
     config_differences,
+    metadata_types,
     read_manifest,
     setup_differences,
     write_manifest,
@@ -189,6 +190,17 @@ class RunRecorder:
             writer.close()
             raise
         earlier = _earlier_traffic(contents, previous)
+        if previous is not None:
+            retried = sum(status == "error" for status in finished.values())
+            logger.info(
+                "resuming run %s in %s: %d finished items kept, %d that ended in error tried "
+                "again, %s items to score",
+                manifest.run_id,
+                run_dir,
+                len(kept),
+                retried,
+                "?" if plan.selected is None else plan.selected - len(kept),
+            )
         return cls(
             run_dir,
             writer,
@@ -295,7 +307,9 @@ class RunRecorder:
         try:
             try:
                 compacted = self._writer.compact(
-                    run_id=self.manifest.run_id, variant=self.manifest.variant
+                    run_id=self.manifest.run_id,
+                    variant=self.manifest.variant,
+                    metadata=metadata_types(self.manifest.dataset),
                 )
             except Exception as error:
                 cause = _cause(f"the tables could not be written in {self.run_dir}", error)

@@ -203,6 +203,7 @@ async def run_evals(
     try:
         # Opens the response cache: a cache that cannot be opened fails before any write.
         bound = judges.bind(scorers)
+        agent = judges.bind_target(target)
         if output_dir is not None:
             plan = RunPlan(
                 options=opts,
@@ -228,7 +229,7 @@ async def run_evals(
         batch = Batch(
             scorers=bound,
             ids=ids,
-            target=target,
+            target=agent,
             hooks=hooks,
             options=opts,
             reporter=(
@@ -257,6 +258,8 @@ async def run_evals(
     todo = ((p, item) for p, item in items.draw() if item.id not in kept)
     stopped: BaseException | None = None
     recorded: tuple[Manifest, dict[str, Path]] | None = None
+    if batch.reporter is not None:
+        batch.reporter.start()
     try:
         await batch.run(todo, stop, opts.shutdown_grace_s)
     except BaseException as error:  # an interrupt, a cancellation, a bad row: still recorded
@@ -284,6 +287,7 @@ async def run_evals(
                     if isinstance(first, RunRecordError):
                         raise first from error
                     raise
+        _log_ending(batch, recorded, stopped, items.selected, judges, spend)
     if batch.fatal:
         raise batch.fatal[0]
     result = _result(batch, recorded, items.selected, stopped, opts, judges, output_dir, spend)
@@ -361,6 +365,44 @@ def _warn_of_losses(result: EvalRunResult) -> None:
             "run_evals: %d on_item_complete hook calls raised; the run went on without them",
             result.hook_errors,
         )
+
+
+def _log_ending(
+    batch: Batch,
+    recorded: tuple[Manifest, dict[str, Path]] | None,
+    stopped: BaseException | None,
+    selected: int | None,
+    judges: JudgeStack,
+    spend: Spend,
+) -> None:
+    """The run's final counts in the log (``summeval-run.log``): a recorded run's as its
+    manifest has them (every part of a resumed run), another's as this call counted them."""
+    if recorded is not None:
+        manifest = recorded[0]
+        status, counts, unfinished = manifest.status, manifest.counts, manifest.unfinished
+        traffic, hook_errors = manifest.judge or JudgeTraffic(), manifest.hook_errors
+    else:
+        ending, _ = _ending(batch, stopped)
+        unfinished = unfinished_items(selected, kept=0, drawn=batch.drawn, finished=batch.finished)
+        status, counts, traffic = final_status(ending, unfinished), batch.counts, judges.traffic()
+        hook_errors = batch.hook_errors
+    counts = counts or RunCounts()
+    logger.info(
+        "run_evals: %s: %d items: %d scored, %d unscorable, %d errors; %d unfinished; %d hook "
+        "errors; judge requests %d (retries %d, 429s %d), cache hits %d; agent cache hits %d",
+        status,
+        counts.total,
+        counts.scored,
+        counts.unscorable,
+        counts.errors,
+        unfinished or 0,
+        hook_errors,
+        traffic.requests,
+        traffic.retries,
+        traffic.throttled_429,
+        traffic.cache.hits,
+        spend.traffic().target_cache_hits,
+    )
 
 
 def _ordered(batch: Batch) -> tuple[ItemResult, ...]:

@@ -140,12 +140,23 @@ class Spend:
         self._held = Hold(self._held.cost - hold.cost, self._held.tokens - hold.tokens)
 
     def describe(self) -> str:
-        """The spend for the progress display: cost so far, and the budget."""
+        """The spend for the progress display: the cost so far against ``max_cost``, the tokens
+        against ``max_tokens``; nothing while a run without a budget has cost nothing (the
+        offline judge and the lead-k baseline).
+
+        >>> Spend(max_cost=5, max_tokens=None, batch=False).describe()
+        'cost $0.0000 of max_cost $5.00'
+        >>> Spend(max_cost=None, max_tokens=None, batch=False).describe()
+        ''
+        """
         spent = self.traffic()
         cost = spent.cost().total
-        shown = "cost unknown" if cost is None else f"cost ${cost:,.4f}"
-        if self.max_cost is not None:
-            shown += f" of ${self.max_cost:,.2f}"
+        shown = []
+        if cost is None:
+            shown.append("cost unknown")
+        elif cost or self.max_cost is not None:
+            budget = f" of max_cost ${self.max_cost:,.2f}" if self.max_cost is not None else ""
+            shown.append(f"cost ${cost:,.4f}{budget}")
         if self.max_tokens is not None:
-            shown += f", tokens {spent.tokens:,} of {self.max_tokens:,}"
-        return shown
+            shown.append(f"tokens {spent.tokens:,} of max_tokens {self.max_tokens:,}")
+        return ", ".join(shown)
