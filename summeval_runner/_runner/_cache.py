@@ -487,7 +487,8 @@ class CachedJudge:
             cached = self.cache.get(key)
             if cached is not None:
                 self._count("cache_hits")
-                return cached
+                # Paid for when it was stored: this answer costs nothing, at any price.
+                return replace(cached, cost=0.0)
         reply = await self.judge.complete(request)
         stored = (
             self.cache.writes
