@@ -63,7 +63,7 @@ from summeval_runner._secrets import scrub
 logger = logging.getLogger("summeval_runner")
 
 JOURNAL = "journal.jsonl"
-_COMPACT_BATCH = 2000
+_COMPACT_BATCH = 1000
 _SYNC_INTERVAL_S = 1.0
 # A journal line starts with its position, item id and status (a record's first fields, in the
 # compact form pydantic writes), so indexing the journal needs no full parse of each line.
