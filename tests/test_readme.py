@@ -123,3 +123,24 @@ def test_every_items_column_is_documented() -> None:
     )
     names = {name for group in documented for name in group if name}
     assert set(ITEMS_SCHEMA.names) <= names
+
+
+def test_the_nightly_python_example_estimates_then_runs_within_its_budget(
+    chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example as written, its judge served by the loopback server (OPENAI_BASE_URL)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-readme-0123456789")
+    monkeypatch.setenv("OPENAI_BASE_URL", chat_server.base_url)
+    example = block_containing("python", "An estimate, then the run")
+    printed = io.StringIO()
+    names: dict[str, object] = {}
+    with contextlib.redirect_stdout(printed):
+        exec(compile(example, "README nightly example", "exec"), names)
+
+    estimate, outcome, noise = printed.getvalue().splitlines()
+    assert estimate.startswith("18 requests, about $")  # 2 items x 3 trials x 3 calls
+    # Every request the server saw was the run's: the estimate sent none.
+    assert len(chat_server.requests) == names["result"].judge_traffic.requests  # type: ignore[attr-defined]
+    assert outcome.startswith("completed False $")
+    assert float(outcome.split("$")[1]) <= 0.05
+    assert noise == "score std over trials: 0.000"  # the loopback server answers alike each time

@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
+from summeval_runner._io._manifest import MANIFEST, Manifest, deciding_config, read_manifest
 from summeval_runner._io._parquet import described, typed_frame, write_typed
 from summeval_runner._io._tables import ITEMS_SCHEMA, one_row_per_item
 from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
@@ -718,9 +718,9 @@ def find_runs(folder: Path) -> list[Run]:
 
 
 def config_key(run: Run) -> str:
-    """What makes two runs the same benchmark: the judged config and the variant label."""
-    config = run.manifest.config
-    same = {k: config.get(k) for k in ("dataset", "target", "model", "scorer")}
+    """What makes two runs the same benchmark: the config that decides results (not where the
+    data lies, not a price: ``deciding_config``) and the variant label."""
+    same = deciding_config(run.manifest.config)
     return json.dumps({"config": same, "variant": run.variant}, sort_keys=True, default=str)
 
 

@@ -24,13 +24,7 @@ import pyarrow.parquet as pq
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._compare import Run, compare_loaded
-from summeval_runner._io._manifest import (
-    MANIFEST,
-    NOT_DECIDING,
-    RESULT_SECTIONS,
-    Manifest,
-    read_manifest,
-)
+from summeval_runner._io._manifest import MANIFEST, Manifest, deciding_config, read_manifest
 from summeval_runner._io._parquet import described, frame_of, typed_frame, write_typed
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 
@@ -101,22 +95,10 @@ RUNS_SCHEMA = pa.schema(
 )
 
 
-def _deciding_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The config's sections that decide the results, less what does not (``NOT_DECIDING``:
-    the same file at another path is the same dataset; a price changes no verdict)."""
-    kept = {section: config.get(section) for section in RESULT_SECTIONS}
-    for location in NOT_DECIDING:
-        section, _, key = location.partition(".")
-        value = kept.get(section)
-        if isinstance(value, Mapping):
-            kept[section] = {k: v for k, v in value.items() if k != key}
-    return kept
-
-
 def config_hash(manifest: Manifest) -> str:
     """The SHA-256 of what decides a run's results: its config's dataset, target, model and
     scorer sections (without the dataset's path) and its ``setup``, as canonical JSON."""
-    deciding = {"config": _deciding_config(manifest.config), "setup": manifest.setup}
+    deciding = {"config": deciding_config(manifest.config), "setup": manifest.setup}
     text = json.dumps(deciding, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

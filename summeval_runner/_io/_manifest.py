@@ -48,6 +48,18 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 NOT_DECIDING = frozenset({"dataset.path", "model.price", "target.price"})
 
 
+def deciding_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's sections that decide the results, less what does not (``NOT_DECIDING``:
+    the same file at another path is the same dataset; a price changes no verdict)."""
+    kept = {section: config.get(section) for section in RESULT_SECTIONS}
+    for setting in NOT_DECIDING:
+        section, _, key = setting.partition(".")
+        value = kept.get(section)
+        if isinstance(value, Mapping):
+            kept[section] = {k: v for k, v in value.items() if k != key}
+    return kept
+
+
 def _deciding(setting: str) -> bool:
     return not any(
         setting == skipped or setting.startswith(f"{skipped}.") for skipped in NOT_DECIDING
