@@ -787,8 +787,8 @@ def test_the_readme_model_judge_example_runs_against_an_openai_compatible_server
 ) -> None:
     rows = [dict(row, relevance=row["consistency"]) for row in _fake_rows()]
     ratings = write_jsonl(tmp_path / "ratings.jsonl", rows)
-    code = readme_block("python", '"provider": "openai"')
-    assert "http://localhost:8000/v1" in code
+    code = readme_block("python", "http://localhost:8000/v1")
+    assert '"provider": "openai"' in code
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
