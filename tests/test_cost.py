@@ -250,3 +250,30 @@ def test_the_progress_display_shows_the_cost_against_the_budget(
     total = manifest(tmp_path / "run")["cost"]["total"]
     last = [line for line in completed.stderr.splitlines() if line.startswith("progress:")][-1]
     assert f"cost ${total:,.4f} of max_cost $5.00" in last
+
+
+def test_an_estimate_after_a_run_finds_the_agents_calls_and_the_judges_in_the_cache(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    overrides = (
+        *openai_run(chat_server.base_url, dataset),
+        PRICED,
+        "target=llm_summarizer",
+        f"target.base_url={chat_server.base_url}",
+        "target.name=small-model",
+        f"target.price={{input:{AGENT_PRICE[0]},output:{AGENT_PRICE[1]}}}",
+    )
+    assert run_app(tmp_path / "run", *overrides, env=ENV).returncode == 0
+    sent = len(chat_server.requests)
+
+    estimate = run_app(tmp_path / "estimate", *overrides, "runner.estimate=true", env=ENV)
+
+    assert estimate.returncode == 0, estimate.stderr
+    assert len(chat_server.requests) == sent
+    # The agent's calls were answered by the cache: the judge's requests are then the ones the
+    # run made, and the cache holds those too.
+    assert "agent           0 calls, 0 tokens in, 0 out, $0.0000; 3 answered by the cache" in (
+        estimate.stdout
+    )
+    assert estimated(estimate.stdout)["to_send"] == 0

@@ -78,10 +78,11 @@ def format_estimate(estimate: RunEstimate) -> str:
         else " (the judge's price is not known: set model.price)"
     )
     lines.append(f"  judge cost      {_dollars(estimate.judge_cost)}{at}")
-    if estimate.target_calls:
+    if estimate.target_calls or estimate.target_cached:
         lines.append(
             f"  agent           {estimate.target_calls:,} calls, {estimate.target_input_tokens:,} "
             f"tokens in, {estimate.target_output_tokens:,} out, {_dollars(estimate.target_cost)}"
+            f"; {estimate.target_cached:,} answered by the cache"
         )
     lines.append(f"  total cost      {_dollars(estimate.total_cost)}")
     lines += [f"  assumed: {assumption}" for assumption in estimate.assumptions]

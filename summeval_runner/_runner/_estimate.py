@@ -36,8 +36,10 @@ from summeval_runner._judges._protocol import (
 from summeval_runner._judges._text import split_sentences
 from summeval_runner._messages import extract_source
 from summeval_runner._runner._cache import (
+    AgentCache,
     CachedQuestions,
     ResponseCache,
+    agent_key,
     cache_identity,
     default_cache_path,
     request_key,
@@ -128,6 +130,7 @@ class RunEstimate:
     steps: dict[str, StepEstimate] = field(default_factory=dict)
     judge_cost: float | None = 0.0
     target_calls: int = 0
+    target_cached: int = 0
     target_input_tokens: int = 0
     target_output_tokens: int = 0
     target_cost: float | None = 0.0
@@ -193,6 +196,26 @@ def _lead(input: Any) -> str:
     return " ".join(split_sentences(extract_source(input))[:_SUMMARY_SENTENCES])
 
 
+class _NotCached(Exception):
+    """The agent's call is not in the cache: the estimate does not make it."""
+
+
+class _PeekingAgentCache(AgentCache):
+    """The response cache as an agent sees it in an estimate: a call it holds is answered (its
+    summary is then the one the run will judge), any other raises ``_NotCached``, unmade."""
+
+    async def complete(
+        self,
+        identity: Mapping[str, Any],
+        request: Mapping[str, Any],
+        call: Callable[[], Any],
+    ) -> JudgeReply:
+        found = self._cache.lookup(agent_key(identity, request)) if self._cache.reads else None
+        if found is None:
+            raise _NotCached
+        return found
+
+
 async def estimate_evals(
     *,
     scorers: Sequence[Any],
@@ -227,12 +250,13 @@ async def estimate_evals(
         estimate.judge_cost = None
     identity = cache_identity(judge)
     cache = None
-    if opts.cache in ("read", "readwrite") and identity is not None:
+    agent_cached = callable(getattr(target, "with_cache", None))
+    if opts.cache in ("read", "readwrite") and (identity is not None or agent_cached):
         path = opts.cache_path or default_cache_path()
         if path.exists():
             cache = ResponseCache(path, "read")
     try:
-        wrapped = _EstimatingJudge(judge, estimate, cache, identity)
+        wrapped = _EstimatingJudge(judge, estimate, cache if identity else None, identity)
         bound = scorer.with_judge(wrapped)
         if callable(getattr(bound, "with_question_bank", None)):
             store = (
@@ -247,10 +271,26 @@ async def estimate_evals(
             for trial in range(opts.trials)
         ]
         estimate_target = getattr(target, "estimate_usage", None)
+        # An agent that keeps its calls in the response cache (the LLM summarizer): a call the
+        # cache holds gives the summary the run will judge, at no cost.
+        with_cache = getattr(target, "with_cache", None)
+        peeking = (
+            with_cache(_PeekingAgentCache(cache)) if cache is not None and callable(with_cache)
+            else None
+        )
         for _, item in items.draw():
             estimate.items += 1
             output = item.output
-            if target is not None:
+            if peeking is not None:
+                try:
+                    output = await peeking(item.input)
+                    estimate.target_cached += 1
+                    target_answered = True
+                except _NotCached:
+                    target_answered = False
+            else:
+                target_answered = False
+            if target is not None and not target_answered:
                 output = _lead(item.input)
                 estimate.target_calls += 1
                 if callable(estimate_target):
@@ -268,8 +308,8 @@ async def estimate_evals(
             cache.close()
     if target is not None:
         estimate.assumptions.append(
-            f"the agent's summaries are taken to be each source's first {_SUMMARY_SENTENCES} "
-            "sentences"
+            f"the agent's summaries, where the cache does not hold its call, are taken to be each "
+            f"source's first {_SUMMARY_SENTENCES} sentences"
         )
     estimate.assumptions.append(
         "prompts are counted as rendered, replies as a careful model's (one claim per summary "
