@@ -227,6 +227,9 @@ class ChatServer:
         self.batch_reads: Counter[str] = Counter()
         self.batch_lines: list[str] = []
         self._batches_held = False
+        self._failing_reads = (0, 503, "/v1/")
+        # False: a server with no Files or Batch API (a local one), 404 on /v1/files.
+        self.batch_api = True
         self._expire_after: int | None = None
         self._ids = itertools.count(1)
         # Echo each request's Authorization header and URL (its query too) into error bodies
@@ -461,6 +464,21 @@ class ChatServer:
         with self._lock:
             self._expire_after = after
 
+    def fail_next_batch_reads(self, count: int, status: int = 503, under: str = "/v1/") -> None:
+        """The next ``count`` reads (GET) of a path under ``under`` (``/v1/files/``: a file's
+        content; ``/v1/batches/``: a batch) answer ``status``: an endpoint down for a while,
+        the batches themselves unharmed."""
+        with self._lock:
+            self._failing_reads = (count, status, under)
+
+    def _failed_read(self, path: str) -> int | None:
+        with self._lock:
+            count, status, under = self._failing_reads
+            if count <= 0 or not path.startswith(under):
+                return None
+            self._failing_reads = (count - 1, status, under)
+            return status
+
     def _upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode() + raw
@@ -642,6 +660,10 @@ class ChatServer:
                             server.batches.values(), key=lambda b: b["created_at"], reverse=True
                         )
                     self.send_json(200, {"object": "list", "data": listed, "has_more": False})
+                elif self.path.startswith(("/v1/batches/", "/v1/files/")) and (
+                    failed := server._failed_read(self.path)
+                ):
+                    self.send_json(failed, {"error": {"message": "Service Unavailable"}})
                 elif self.path.startswith("/v1/batches/"):
                     self.send_json(*server._read_batch(parts[-1]))
                 elif self.path.startswith("/v1/files/") and parts[-1] == "content":
@@ -660,6 +682,9 @@ class ChatServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
+                if self.path.rstrip("/") in ("/v1/files", "/v1/batches") and not server.batch_api:
+                    self.send_json(404, {"error": {"message": f"no route {self.path}"}})
+                    return
                 if self.path.rstrip("/") == "/v1/files":
                     self.send_json(*server._upload(self.headers.get("Content-Type", ""), raw))
                     return

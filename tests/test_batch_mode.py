@@ -151,6 +151,44 @@ def test_an_expired_batchs_unanswered_lines_go_in_the_next_batch(
     assert twice(chat_server) == 3  # exactly the three it did not reach
 
 
+def test_a_results_file_that_cannot_be_read_for_a_while_is_read_again_not_sent_again(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    overrides = (*openai_run(chat_server.base_url, dataset), PRICED, *BATCH)
+    # The first batch's results file answers 503 three times before it is served.
+    chat_server.fail_next_batch_reads(3, status=503, under="/v1/files/")
+
+    completed = run_app(tmp_path / "run", *overrides, env=ENV)
+
+    assert completed.returncode == 0, completed.stderr
+    assert "a batch could not be read" in completed.stdout + completed.stderr
+    assert manifest(tmp_path / "run")["counts"]["scored"] == 3
+    # Each line sent once and paid once: the cost is the batch price of what was sent.
+    assert twice(chat_server) == 0
+    assert len(chat_server.batches) == 3
+    lines = [i for i, r in enumerate(chat_server.requests) if r.batch is not None]
+    paid = sum((chat_server.usage[i][0] * 2.5 + chat_server.usage[i][1] * 10) / 1e6 for i in lines)
+    assert manifest(tmp_path / "run")["cost"]["judge"] == pytest.approx(paid / 2)
+
+
+def test_a_server_without_a_batch_api_stops_the_run_before_any_judge_call(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    chat_server.batch_api = False  # a local server: 404 on /v1/files
+
+    stopped = run_app(
+        tmp_path / "run", *openai_run(chat_server.base_url, dataset), *BATCH, env=ENV
+    )
+
+    assert stopped.returncode == 1, stopped.stderr
+    assert "has no Batch API (HTTP 404" in stopped.stderr
+    assert "runner.mode=interactive" in stopped.stderr
+    assert chat_server.requests == []
+    assert manifest(tmp_path / "run")["counts"]["scored"] == 0
+
+
 def test_batch_mode_needs_a_judge_with_a_batch_api(tmp_path: Path) -> None:
     refused = run_app(tmp_path / "run", "runner.mode=batch", "runner.progress=false")
 

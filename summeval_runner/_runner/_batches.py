@@ -25,15 +25,18 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from summeval_runner._errors import (
     BudgetExhaustedError,
     JudgeAPIError,
     JudgeAuthError,
     JudgeUnavailableError,
+    JudgeUnreachableError,
 )
 from summeval_runner._io._journal import BatchRecord
 from summeval_runner._judges._protocol import (
@@ -50,6 +53,7 @@ from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._spend import Hold, Spend
 
 logger = logging.getLogger("summeval_runner")
+_T = TypeVar("_T")
 
 # Loop turns with nothing at work but waiters, in a row, before the gathered requests go out:
 # an item between two steps (its judge call answered, its next not yet asked) takes a turn or
@@ -140,6 +144,7 @@ class BatchedJudge:
         max_requests: int,
         poll_s: float,
         idle: IdleWatch,
+        outage_timeout_s: float = 60.0,
         spend: Spend | None = None,
         on_batch: Callable[[BatchRecord], None] | None = None,
         on_traffic: Callable[[Mapping[str, float]], None] | None = None,
@@ -156,6 +161,7 @@ class BatchedJudge:
         self._retry = retry
         self._max_requests = max_requests
         self._poll_s = poll_s
+        self._outage_timeout_s = outage_timeout_s
         self._idle = idle
         self._spend = spend
         self._price = judge_price(judge)
@@ -171,6 +177,8 @@ class BatchedJudge:
         self._recent: list[dict[str, JudgeReply]] = []
         self._recovery: asyncio.Task[None] | None = None
         self._pending: dict[str, _Pending] = {}
+        # Requests in a batch out now, by key.
+        self._out: dict[str, _Pending] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._batches: set[asyncio.Task[None]] = set()
         self._fatal: JudgeUnavailableError | None = None
@@ -250,9 +258,10 @@ class BatchedJudge:
         self, key: str, request: JudgeRequest, *, retry: bool
     ) -> asyncio.Future[JudgeReply]:
         future: asyncio.Future[JudgeReply] = asyncio.get_running_loop().create_future()
-        pending = self._pending.get(key)
+        pending = self._out.get(key) or self._pending.get(key)
         if pending is None:
-            # The same request asked twice in a round (two items alike) is one line.
+            # The same request asked twice in a round (two items alike), or while its batch is
+            # out, is one line.
             pending = self._pending[key] = _Pending(request, key, retry)
         pending.futures.append(future)
         if self._flusher is None or self._flusher.done():
@@ -273,48 +282,66 @@ class BatchedJudge:
 
     async def _run_batch(self, round_: list[_Pending]) -> None:
         holds: list[Hold] = []
+        sent: list[_Pending] = []
         try:
             admitted, holds = self._admit(round_)
             if not admitted:
                 return
             state = await self._submit(admitted)
+            sent = admitted
+            # A request asked again while its batch is out waits for that batch's line.
+            self._out.update((pending.key, pending) for pending in sent)
             self._in_flight[state.id] = state
             try:
                 state = await self._poll(state)
+                replies, errors = await self._results(state, {p.key for p in sent})
             finally:
                 self._in_flight.pop(state.id, None)
-            replies, errors = await self._results(state, {p.key for p in admitted})
+            # Counted before the batch is journaled as ended: a resume counts only the replies
+            # of batches that had not ended, so a count written after would be lost to a kill.
+            for pending in sent:
+                reply = replies.get(pending.key)
+                if reply is not None:
+                    self._count_reply(reply)
+                    if self._spend is not None and pending.request.attempt == 1:
+                        self._spend.learn(pending.request, reply.usage.output_tokens)
             self._record(
                 BatchRecord(
                     id=state.id,
                     state="ended",
                     status=state.status,
                     completed=len(replies),
-                    failed=len(admitted) - len(replies),
+                    failed=len(sent) - len(replies),
                 )
             )
             self._recent = [*self._recent[-(_RECENT_BATCHES - 1) :], replies]
-            for pending in admitted:
+            for pending in sent:
                 reply = replies.get(pending.key)
                 if reply is not None:
-                    self._count_reply(reply)
-                    if self._spend is not None:
-                        self._spend.learn(pending.request, reply.usage.output_tokens)
                     self._resolve(pending, reply)
                 else:
                     self._fail(pending, errors.get(pending.key) or _unanswered(state))
         except JudgeUnavailableError as error:
+            # The judge has no Batch API, refused the key, or a batch out could not be read for
+            # outage_timeout_s: the run stops (a batch out is journaled, and a resume reads it).
             self._fatal = error
             for pending in round_:
                 self._fail(pending, error)
         except JudgeAPIError as error:
+            # The batch could not be made (a refused file, a 400): nothing of it was sent.
             for pending in round_:
                 self._fail(pending, error)
-        except Exception as error:  # a bad reply from the provider: the round's items fail
-            failure = JudgeAPIError(f"the batch could not be read: {type(error).__name__}: {error}")
+        except Exception as error:
+            # A provider answering in a shape it should not: the round's items fail (loud in
+            # their rows) rather than wait for ever.
+            failure = JudgeAPIError(
+                f"a batch could not be handled: {type(error).__name__}: {error}"
+            )
             for pending in round_:
                 self._fail(pending, failure)
         finally:
+            for pending in sent:
+                self._out.pop(pending.key, None)
             if self._spend is not None:
                 for hold in holds:
                     self._spend.release(hold)
@@ -347,18 +374,9 @@ class BatchedJudge:
             + b"\n"
             for pending in admitted
         )
-        attempt = 1
-        while True:
-            try:
-                state = await self._provider.submit_batch(lines, self._metadata)
-                break
-            except JudgeAPIError as error:
-                if isinstance(error, JudgeAuthError) or not self._retry.is_retryable(error):
-                    raise
-                if attempt >= self._retry.max_attempts:
-                    raise
-                await asyncio.sleep(self._retry.delay_s(attempt, error))
-                attempt += 1
+        state = await self._persist(
+            "created", partial(self._provider.submit_batch, lines, self._metadata), submitting=True
+        )
         self.batches_submitted += 1
         self.requests_sent += len(admitted)
         retried = sum(pending.retry for pending in admitted)
@@ -368,43 +386,95 @@ class BatchedJudge:
         logger.info("batch %s: %d requests sent to %s", state.id, len(admitted), self.name)
         return state
 
-    async def _poll(self, state: BatchState) -> BatchState:
-        """Read the batch every ``poll_s`` until it ends; a failed read is tried again."""
-        failures = 0
-        while not state.ended:
-            await asyncio.sleep(self._poll_s)
+    async def _persist(
+        self, doing: str, call: Callable[[], Awaitable[_T]], *, submitting: bool = False
+    ) -> _T:
+        """``call``, tried again on a transient failure (a 5xx, a 429, a dropped connection)
+        until it succeeds or ``outage_timeout_s`` has passed since its first failure in a row:
+        then ``JudgeUnreachableError`` stops the run, resumable. A batch out is never given up
+        while it can still answer: its requests are paid for, and sending them again would pay
+        twice. A server with no Batch API (404 on its files endpoint) stops the run at once."""
+        first_failure: float | None = None
+        attempt = 0
+        while True:
             try:
-                state = await self._provider.batch_state(state.id)
-                self._in_flight[state.id] = state
-                failures = 0
+                return await call()
             except JudgeAuthError:
                 raise
             except JudgeAPIError as error:
-                failures += 1
-                if failures >= self._retry.max_attempts:
+                if submitting and error.status_code in (404, 405):
+                    raise JudgeUnavailableError(
+                        f"judge {self.name} has no Batch API (HTTP {error.status_code} to a batch "
+                        f"{doing}): {error}; run it with runner.mode=interactive"
+                    ) from error
+                if not self._retry.is_retryable(error):
                     raise
-                logger.warning("batch %s could not be read (%s); trying again", state.id, error)
+                now = time.monotonic()
+                first_failure = first_failure if first_failure is not None else now
+                if now - first_failure >= self._outage_timeout_s:
+                    raise JudgeUnreachableError(
+                        f"a batch could not be {doing} for {now - first_failure:.0f} s "
+                        f"(outage_timeout_s is {self._outage_timeout_s:g} s): {error}; the run "
+                        "stops, and a resume reads every batch it made"
+                    ) from error
+                attempt += 1
+                wait = self._retry.delay_s(attempt, error)
+                logger.warning(
+                    "judge %s: a batch could not be %s (%s); trying again in %.1f s",
+                    self.name,
+                    doing,
+                    error,
+                    wait,
+                )
+                await asyncio.sleep(
+                    max(0.0, min(wait, first_failure + self._outage_timeout_s - now))
+                )
+
+    async def _poll(self, state: BatchState) -> BatchState:
+        """Read the batch every ``poll_s`` until it ends."""
+        while not state.ended:
+            await asyncio.sleep(self._poll_s)
+            state = await self._persist("read", partial(self._provider.batch_state, state.id))
+            self._in_flight[state.id] = state
         return state
 
     async def _results(
         self, state: BatchState, wanted: set[str] | None
     ) -> tuple[dict[str, JudgeReply], dict[str, JudgeAPIError]]:
         """The replies the batch's output file holds, and the errors its error file says, by
-        request key (those of ``wanted`` only, when given)."""
+        request key (those of ``wanted`` only, when given). A line that cannot be read is
+        warned about and left out: its request is sent again."""
         replies: dict[str, JudgeReply] = {}
         errors: dict[str, JudgeAPIError] = {}
         if state.output_file_id:
-            for line in _lines(await self._provider.batch_file(state.output_file_id)):
+            content = await self._persist(
+                "read", partial(self._provider.batch_file, state.output_file_id)
+            )
+            for line in _lines(content, state):
                 key = line.get("custom_id")
                 if not isinstance(key, str) or (wanted is not None and key not in wanted):
                     continue
                 response = line.get("response") or {}
-                if response.get("status_code") == 200 and isinstance(response.get("body"), Mapping):
-                    replies[key] = self._provider.batch_reply(response["body"])
+                body = response.get("body") if isinstance(response, Mapping) else None
+                if (
+                    isinstance(response, Mapping)
+                    and response.get("status_code") == 200
+                    and (isinstance(body, Mapping))
+                ):
+                    try:
+                        replies[key] = self._provider.batch_reply(body)
+                    except (KeyError, TypeError, ValueError, IndexError) as error:
+                        errors[key] = JudgeAPIError(
+                            f"batch {state.id}: the reply to a request could not be read "
+                            f"({type(error).__name__}: {error})"
+                        )
                 else:
                     errors[key] = _line_error(line, state)
         if state.error_file_id:
-            for line in _lines(await self._provider.batch_file(state.error_file_id)):
+            content = await self._persist(
+                "read", partial(self._provider.batch_file, state.error_file_id)
+            )
+            for line in _lines(content, state):
                 key = line.get("custom_id")
                 if isinstance(key, str) and (wanted is None or key in wanted):
                     errors.setdefault(key, _line_error(line, state))
@@ -418,9 +488,12 @@ class BatchedJudge:
         return None
 
     def _resolve(self, pending: _Pending, reply: JudgeReply) -> None:
+        # One line, paid once: the first evaluation still waiting for it carries its cost.
+        paid = False
         for future in pending.futures:
             if not future.done():
-                future.set_result(reply)
+                future.set_result(replace(reply, cost=0.0) if paid else reply)
+                paid = True
 
     def _fail(self, pending: _Pending, error: BaseException) -> None:
         for future in pending.futures:
@@ -481,7 +554,7 @@ class BatchedJudge:
                 submitted.append(BatchRecord(id=state.id, state="submitted", requests=state.total))
         for line in submitted:
             try:
-                state = await self._provider.batch_state(line.id)
+                state = await self._persist("read", partial(self._provider.batch_state, line.id))
                 if not state.ended:
                     logger.info("batch %s of the run being resumed is %s; waiting for it",
                                 line.id, state.status)  # fmt: skip
@@ -491,7 +564,7 @@ class BatchedJudge:
                     finally:
                         self._in_flight.pop(state.id, None)
                 replies, _ = await self._results(state, None)
-            except JudgeAuthError:
+            except JudgeUnavailableError:
                 raise
             except JudgeAPIError as error:
                 logger.warning(
@@ -523,12 +596,18 @@ def _retrieved(future: asyncio.Future[JudgeReply]) -> None:
         future.exception()
 
 
-def _lines(content: bytes) -> Iterator[dict[str, Any]]:
-    for raw in content.splitlines():
-        if raw.strip():
+def _lines(content: bytes, state: BatchState) -> Iterator[dict[str, Any]]:
+    for number, raw in enumerate(content.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
             line = json.loads(raw)
-            if isinstance(line, dict):
-                yield line
+        except ValueError:
+            logger.warning("batch %s: line %d of a results file is not JSON; left out", state.id,
+                           number)  # fmt: skip
+            continue
+        if isinstance(line, dict):
+            yield line
 
 
 def _line_error(line: Mapping[str, Any], state: BatchState) -> JudgeAPIError:
@@ -557,4 +636,3 @@ def _unanswered(state: BatchState) -> JudgeAPIError:
         reasons = "; ".join(state.errors) or "no reason given"
         return JudgeAPIError(f"the provider refused batch {state.id}: {reasons}", status_code=400)
     return JudgeAPIError(f"batch {state.id} ended {state.status} before answering the request")
-

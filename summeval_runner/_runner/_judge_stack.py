@@ -173,6 +173,7 @@ class JudgeStack:
                 retry=options.retry,
                 max_requests=options.batch_max_requests,
                 poll_s=options.batch_poll_s,
+                outage_timeout_s=options.outage_timeout_s,
                 idle=self.idle,
                 spend=self.spend,
                 on_batch=self._batch,
