@@ -121,7 +121,7 @@ def summaries_of_one_source(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def scripted_judge(fail_first_draw: bool = False) -> FakeJudge:
+def scripted_judge(fail_first_draw: bool = False, failing_draws: int = 0) -> FakeJudge:
     draws = 0
 
     def preprocess(request: JudgeRequest) -> dict[str, Any] | BaseException:
@@ -130,7 +130,7 @@ def scripted_judge(fail_first_draw: bool = False) -> FakeJudge:
         if request.schema_name == "summarization_claims":
             return {"alignment": claims}
         draws += 1
-        if fail_first_draw and draws == 1:
+        if (fail_first_draw and draws == 1) or draws <= failing_draws:
             return JudgeAPIError("bad request", status_code=400)
         return {"alignment": claims, "questions": [f"Question {draws}.{i}?" for i in range(3)]}
 
@@ -184,6 +184,34 @@ def test_when_the_item_drawing_the_questions_fails_the_next_one_draws() -> None:
         if item.status == "scored"
     }
     assert asked == {("Question 2.0?", "Question 2.1?", "Question 2.2?")}
+
+
+def test_a_source_whose_draw_fails_twice_in_a_row_has_its_items_draw_side_by_side() -> None:
+    # The judge fails the first three draws (as for a source too long for it): after two in a
+    # row, the items still waiting stop waiting for one another and each draws.
+    judge = scripted_judge(failing_draws=3)
+    scorer = create_summarization_scorer(judge)
+
+    result = asyncio.run(
+        run_evals(
+            scorers=[scorer],
+            data=summaries_of_one_source(6),
+            max_items_in_flight=6,
+            max_error_rate=1.0,
+        )
+    )
+
+    # Two failed one after the other; the four left drew at once (one more failed), and the
+    # first set published is the one every item that started after would be asked.
+    assert (result.counts.errors, result.counts.scored) == (3, 3)
+    schemas = [r.schema_name for r in judge.requests_for("preprocess")]
+    assert schemas == ["summarization_preprocess"] * 6
+    asked = {
+        item.results["summarization-scorer"].asked_questions
+        for item in result.items
+        if item.status == "scored"
+    }
+    assert asked == {("Question 4.0?", "Question 4.1?", "Question 4.2?")}
 
 
 def test_a_judge_that_writes_no_question_leaves_the_source_to_the_next_item() -> None:

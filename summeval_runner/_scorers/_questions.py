@@ -4,8 +4,17 @@ With ``questions="per_source"`` the summarization scorer asks a ``QuestionBank``
 questions before its preprocess call. The first evaluation of a source gets none and draws them
 (its preprocess call asks for claims and questions) and publishes what it drew; every other
 evaluation of that source, in flight at the same time or later, waits for them and asks for
-claims only. An evaluation that fails before it publishes (a judge error) gives its turn to the
-next one waiting, so a source never goes without questions because one item failed.
+claims only. An evaluation that fails before it publishes (a judge error, or no question
+written) gives its turn to the next one waiting: a source never goes without questions because
+one item failed, and a failure that passes (a 500 after its retries) costs one draw more. When
+a second draw of the source fails in a row, the source itself is the likely cause (too long for
+the judge's context, a prompt the judge refuses): the source opens, every evaluation of it
+waiting or to come draws for itself at once, and the first to publish a non-empty set shares
+it with those that start after. Its items fail side by side, not one after another.
+
+Waiting is not bounded by time: the drawer's own call is (its request timeout and retries,
+then a failure that opens the source), and a waiter that drew for itself after a while would
+pay for the very call the bank saves (in batch mode a draw takes as long as a batch).
 
 A bank holds the sets of the sources it met last (``capacity``): a run over a million sources
 keeps a few thousand in memory, and a source met again after its set was dropped finds it in
@@ -15,7 +24,11 @@ judge, whose draw depends on the source alone).
 Each set remembers which evaluation drew it (``drawn_with``: a fingerprint of the summary and
 the trial). When that same evaluation comes again (a rerun, a resumed item), it repeats its own
 preprocess call, which the response cache answers, rather than a claims-only call the cache has
-never seen: a rerun of a finished run still makes no judge call.
+never seen: a rerun of a finished run still makes no judge call. In a sweep the drawing item of
+each source is judged on claims its combined call extracted, the others on a claims-only call:
+the same prompt rules, but a variant that drew no set of its own (a later one, reading the
+cache) has every item on claims-only calls. Comparisons between variants hold the questions
+fixed, which is the point; the claims' calls differ for one item per source in the first.
 
 A bank is an object passed to the scorer, not state of the scorer: ``run_evals`` gives the
 scorers of a run one bank per judge, backed by the run's journal (a resumed run keeps the
@@ -39,6 +52,8 @@ QUESTIONS_MODES: tuple[QuestionsMode, ...] = ("per_source", "per_item")
 QuestionOrigin = Literal["drawn", "stored", "recorded"]
 # The question sets a bank keeps in memory, the most recently used (about 1.5 KB each).
 BANK_CAPACITY = 10_000
+# Failed draws of a source in a row after which its evaluations stop waiting for one another.
+OPEN_AFTER_FAILURES = 2
 
 
 def source_fingerprint(source: str) -> str:
@@ -129,6 +144,9 @@ class QuestionBank:
         self._on_shared = on_shared
         # Sources being drawn now: set when the drawing evaluation publishes or gives up.
         self._drawing: dict[QuestionKey, asyncio.Future[None]] = {}
+        # Failed draws in a row, by source; at OPEN_AFTER_FAILURES each evaluation of the
+        # source draws for itself until one publishes.
+        self._failures: dict[QuestionKey, int] = {}
         self.drawn = 0
         self.shared = 0
 
@@ -171,6 +189,8 @@ class QuestionBank:
                 again = found.drawn_with == drawer
                 self.shared += not again
                 return Claim(found.questions, draw=again)
+            if self._failures.get(key, 0) >= OPEN_AFTER_FAILURES:
+                return Claim(None, draw=True)
             pending = self._drawing.get(key)
             if pending is None:
                 self._drawing[key] = asyncio.get_running_loop().create_future()
@@ -195,11 +215,14 @@ class QuestionBank:
         shared = self._store.put(key, drawn) if self._store is not None else drawn
         self._remember(key, shared, "drawn" if shared == drawn else "stored")
         self.drawn += shared == drawn
+        self._failures.pop(key, None)
         self._done(key)
         return shared.questions
 
     def release(self, key: QuestionKey) -> None:
-        """The drawing evaluation failed: the next one waiting draws instead."""
+        """The drawing evaluation failed: the next one waiting draws instead; after
+        ``OPEN_AFTER_FAILURES`` failures in a row, every one waiting or to come draws."""
+        self._failures[key] = self._failures.get(key, 0) + 1
         self._done(key)
 
     def _done(self, key: QuestionKey) -> None:
