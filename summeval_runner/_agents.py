@@ -108,24 +108,32 @@ class LLMSummarizer:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
+        sent = False
+
+        async def send() -> JudgeReply:
+            nonlocal sent
+            sent = True
+            return await self._send(request)
+
         if self._cache is None:
-            reply = await self._send(request)
+            reply = await send()
         else:
             # What decides the reply besides the request: where the model is served.
             identity = {"provider": "openai", "base_url": self._chat.base_url}
-            reply = await self._cache.complete(identity, request, lambda: self._send(request))
+            reply = await self._cache.complete(identity, request, send)
         report_target_usage(
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
             cost=reply.cost,
+            cached=not sent,
         )
         return str(reply.content)
 
     async def _send(self, request: dict[str, Any]) -> JudgeReply:
         reply = await self._chat.complete(request)
-        price = self.price
-        cost = price.cost(reply.usage) if price is not None else None
-        return JudgeReply(content=reply.content, usage=reply.usage, cost=cost)
+        return JudgeReply(
+            content=reply.content, usage=reply.usage or TokenUsage(), cost=reply.cost(self.price)
+        )
 
     def estimate_usage(self, input: Any, summary: str) -> tuple[TokenUsage, float | None]:
         """A call's tokens and cost before it is made, for ``estimate_evals``: its prompt at four

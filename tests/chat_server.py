@@ -230,6 +230,8 @@ class ChatServer:
         self._failing_reads = (0, 503, "/v1/")
         # False: a server with no Files or Batch API (a local one), 404 on /v1/files.
         self.batch_api = True
+        # False: replies carry no "usage" (some local servers).
+        self.reports_usage = True
         self._expire_after: int | None = None
         self._ids = itertools.count(1)
         # Echo each request's Authorization header and URL (its query too) into error bodies
@@ -447,6 +449,8 @@ class ChatServer:
             ],
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": 0},
         }
+        if not self.reports_usage:
+            del completion["usage"]
         return 200, completion, headers
 
     def hold_batches(self) -> None:

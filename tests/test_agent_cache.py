@@ -62,6 +62,10 @@ def test_a_rerun_with_another_judge_calls_no_agent(tmp_path: Path, chat_server: 
     manifest = json.loads((tmp_path / "again" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["judge"]["cache"]["hits"] == 0
     assert manifest["cost"]["target"] == 0
+    # Its tokens are on the item's row (as a cached judge reply's are), not the run's: no model
+    # spent them in this run, and a max_tokens budget does not count them.
+    assert manifest["target_tokens"] == {"input": 0, "output": 0}
+    assert traffic(tmp_path / "again").get("target_input_tokens", 0) == 0
 
 
 def test_the_agents_calls_follow_runner_cache(tmp_path: Path, chat_server: ChatServer) -> None:

@@ -96,6 +96,23 @@ def test_a_run_killed_while_a_batch_is_out_resumes_by_reading_it_paying_nothing_
     reads_before = chat_server.batch_reads[first]
     chat_server.release_batches()
 
+    # An interactive resume would send the batch's requests again, paying twice: refused
+    # before anything is sent or written.
+    written = (run_dir / "manifest.json").read_bytes()
+    sent = len(chat_server.requests)
+    interactive = run_app(
+        run_dir,
+        *overrides,
+        "runner.mode=interactive",
+        f"runner.resume={run_dir}",
+        env=ENV,
+    )
+    assert interactive.returncode == 2, interactive.stderr
+    assert f"batch(es) out at its judge's Batch API ({first})" in interactive.stderr
+    assert "runner.mode=batch" in interactive.stderr
+    assert len(chat_server.requests) == sent
+    assert (run_dir / "manifest.json").read_bytes() == written
+
     resumed = run_app(run_dir, *overrides, f"runner.resume={run_dir}", env=ENV)
 
     assert resumed.returncode == 0, resumed.stderr

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from summeval_runner import OfflineJudge, create_summarization_scorer, run_evals_sync
 from tests.app import ENV, openai_run, run_app, table
 from tests.chat_server import ChatServer
 from tests.documents import write_dataset
@@ -94,6 +95,35 @@ def test_an_unknown_price_is_unknown_never_zero(tmp_path: Path, chat_server: Cha
     # The offline judge and the lead-k baseline cost nothing, and say so.
     offline = run_app(tmp_path / "offline", "dataset.limit=2", "runner.progress=false")
     assert "cost: $0.0000 (judge $0.0000, agent $0.0000)" in offline.stdout
+
+
+def test_a_reply_without_token_usage_has_an_unknown_cost_and_the_budget_counts_its_estimate(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+    chat_server.reports_usage = False  # a server that says nothing of its tokens
+
+    stopped = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        PRICED,
+        "runner.max_items_in_flight=1",
+        "runner.max_cost=0.01",
+        env=ENV,
+    )
+
+    # Unknown, never 0: the price is known, the tokens it would multiply are not.
+    items = table(tmp_path / "run", "items")
+    assert items["judge_cost"].isna().all()
+    run = manifest(tmp_path / "run")
+    assert run["cost"]["judge"] is None
+    assert "cost: unknown" in stopped.stdout
+    assert "the server reported no token usage" in stopped.stdout + stopped.stderr
+    # The budget still stops the run: each reply counted at its estimate (0.001 to 0.005 USD
+    # a request here; the 6 items take 13 requests without a budget), so it stops early.
+    assert stopped.returncode == 4, stopped.stderr
+    assert "max_cost" in run["stopped_because"]
+    assert 0 < len(chat_server.requests) < 13
 
 
 def estimated(output: str) -> dict[str, int]:
@@ -211,6 +241,32 @@ def test_the_agents_calls_count_against_the_budget(tmp_path: Path, chat_server: 
     assert run["cost"]["target"] <= 0.5
     assert run["cost"]["judge"] == 0.0
     assert len(chat_server.requests) == run["counts"]["total"] < 6
+
+
+def test_a_cost_budget_stops_at_an_agent_call_whose_cost_is_not_known() -> None:
+    calls = 0
+
+    async def agent(text: str) -> str:  # reports no cost, and has no price
+        nonlocal calls
+        calls += 1
+        return text.split(".")[0] + "."
+
+    result = run_evals_sync(
+        scorers=[create_summarization_scorer(OfflineJudge())],
+        data=[{"id": f"doc{i}", "input": f"Fact {i}. More {i}."} for i in range(5)],
+        target=agent,
+        max_items_in_flight=1,
+        max_cost=1.0,
+    )
+
+    # A budget blind to the agent's cost could be passed by any amount: the first such call
+    # stops the run, and the message says how to report it.
+    assert result.budget_exhausted
+    assert calls == 1
+    assert result.counts.scored == 0
+    assert result.stopped_because is not None
+    assert "report_target_usage" in result.stopped_because
+    assert "Price(input=0, output=0)" in result.stopped_because
 
 
 def test_a_cost_budget_without_a_price_is_refused_before_any_call(

@@ -14,10 +14,12 @@ import pandas as pd
 import pytest
 
 from summeval_runner import (
+    ConfigError,
     FakeJudge,
     JudgeRequest,
     compare_runs,
     create_summarization_scorer,
+    report_target_usage,
     run_evals,
 )
 from tests.app import ENV, openai_run, run_app, table
@@ -150,3 +152,36 @@ def test_trials_must_be_a_positive_whole_number(tmp_path: Path) -> None:
 
     assert refused.returncode == 2
     assert "runner.trials must be an integer >= 1, got 0" in refused.stderr
+
+
+def test_the_agents_call_is_on_the_first_trials_row_and_a_resume_keeps_the_trials(
+    tmp_path: Path,
+) -> None:
+    async def agent(text: str) -> str:
+        report_target_usage(input_tokens=100, output_tokens=10, cost=0.25)
+        return "A. B."
+
+    data = [{"id": f"doc{i}", "input": s} for i, s in enumerate(SOURCES)]
+
+    def run(trials: int, resume: bool = False) -> None:
+        asyncio.run(
+            run_evals(
+                scorers=[create_summarization_scorer(varying_judge())],
+                data=data,
+                target=agent,
+                output_dir=tmp_path / "run",
+                trials=trials,
+                resume=resume,
+            )
+        )
+
+    run(trials=3)
+
+    # One call per item, whatever its trials: a sum over the rows counts each call once.
+    items = table(tmp_path / "run", "items")
+    assert items["target_cost"].sum() == pytest.approx(2 * 0.25)
+    assert items["target_input_tokens"].sum() == 2 * 100
+    assert items[items["trial"] > 0]["target_cost"].isna().all()
+    # A resume judging in another number of trials would mix items that do not measure alike.
+    with pytest.raises(ConfigError, match="trials was 3, now 2"):
+        run(trials=2, resume=True)

@@ -25,7 +25,7 @@ from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._secrets import redact, redact_urls, scrub
 
 MANIFEST = "manifest.json"
-MANIFEST_SCHEMA_VERSION = 3
+MANIFEST_SCHEMA_VERSION = 4
 RunStatus = Literal["running", "completed", "interrupted", "aborted", "failed", "partial"]
 # What decides an item's result: runs that differ here do not measure the same thing.
 RESULT_SECTIONS = ("dataset", "target", "model", "scorer")

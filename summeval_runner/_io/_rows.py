@@ -136,13 +136,16 @@ def rows_of(
             "trial": outcome.trial,
         }
         row: dict[str, Any] = dict.fromkeys(ITEMS_SCHEMA.names) | keys
-        row |= {
-            "target_latency_s": record.target_latency_s,
-            "target_input_tokens": record.target_input_tokens,
-            "target_output_tokens": record.target_output_tokens,
-            "target_cost": record.target_cost,
-            "metadata": typed,
-        }
+        row["metadata"] = typed
+        if outcome.trial == 0:
+            # The agent was called once for the item, whatever its trials: its use is on the
+            # first trial's row, so a sum over a scorer's rows counts each call once.
+            row |= {
+                "target_latency_s": record.target_latency_s,
+                "target_input_tokens": record.target_input_tokens,
+                "target_output_tokens": record.target_output_tokens,
+                "target_cost": record.target_cost,
+            }
         if outcome.error is not None:
             row |= {"status": "error", **_error_columns(outcome.error)}
         elif outcome.other is not None:

@@ -123,22 +123,28 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                     "null when the price is not known",
                 ),
                 described("judge_latency_s", pa.float64(), "seconds spent in judge calls"),
-                described("target_latency_s", pa.float64(), "seconds spent in the agent"),
+                described(
+                    "target_latency_s",
+                    pa.float64(),
+                    "seconds spent in the agent; on trial 0's row only",
+                ),
                 described(
                     "target_input_tokens",
                     pa.int64(),
-                    "the agent's input tokens, as it reported them; null when not known",
+                    "the agent's input tokens, as it reported them; null when not known, and on "
+                    "rows of trials after 0",
                 ),
                 described(
                     "target_output_tokens",
                     pa.int64(),
-                    "the agent's output tokens, as it reported them; null when not known",
+                    "the agent's output tokens, as it reported them; null when not known, and on "
+                    "rows of trials after 0",
                 ),
                 described(
                     "target_cost",
                     pa.float64(),
                     "US dollars of the agent's call at target.price (0 from the cache); null "
-                    "when not known",
+                    "when not known, and on rows of trials after 0",
                 ),
                 described(
                     "metadata",

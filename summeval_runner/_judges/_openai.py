@@ -97,8 +97,15 @@ class ChatReply:
     """One Chat Completions reply: its text, its token usage and the server's rate limits."""
 
     content: str
-    usage: TokenUsage
+    # None: the server reported no usage (some local servers): the call's cost is not known.
+    usage: TokenUsage | None
     rate_limits: RateLimits | None
+
+    def cost(self, price: Price | None, *, batch: bool = False) -> float | None:
+        """The call's cost at ``price``; ``None`` when the price or the usage is not known."""
+        if price is None or self.usage is None:
+            return None
+        return price.cost(self.usage, batch=batch)
 
 
 class OpenAIChat:
@@ -383,11 +390,10 @@ class OpenAIJudge(AsyncClosing):
                     "the schema in the prompt and beside json_object"
                 ) from error
             raise
-        price = self.config.price
         return JudgeReply(
             content=reply.content,
-            usage=reply.usage,
-            cost=price.cost(reply.usage) if price is not None else None,
+            usage=reply.usage or TokenUsage(),
+            cost=reply.cost(self.config.price),
             rate_limits=reply.rate_limits,
         )
 
@@ -406,12 +412,11 @@ class OpenAIJudge(AsyncClosing):
 
     def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
         """A batch output line's Chat Completions body as a reply, at the batch price."""
-        content, usage = _reply_of(body)
-        price = self.config.price
+        reply = ChatReply(*_reply_of(body), rate_limits=None)
         return JudgeReply(
-            content=content,
-            usage=usage,
-            cost=price.cost(usage, batch=True) if price is not None else None,
+            content=reply.content,
+            usage=reply.usage or TokenUsage(),
+            cost=reply.cost(self.config.price, batch=True),
         )
 
     def request_body(self, request: JudgeRequest) -> dict[str, Any]:
@@ -459,16 +464,17 @@ class OpenAIJudge(AsyncClosing):
         )
 
 
-def _reply_of(completion: Any) -> tuple[str, TokenUsage]:
-    """The reply's text and token usage from a Chat Completions response body.
+def _reply_of(completion: Any) -> tuple[str, TokenUsage | None]:
+    """The reply's text and token usage (``None`` when the body reports none) from a Chat
+    Completions response body.
 
     A body of another shape gives an empty reply, which validation then re-asks and finally
     reports with the raw reply; a refusal (not JSON) likewise.
     """
     if not isinstance(completion, Mapping):
-        return "", TokenUsage()
+        return "", None
     usage = completion.get("usage")
-    tokens = TokenUsage()
+    tokens: TokenUsage | None = None
     if isinstance(usage, Mapping):
         tokens = TokenUsage(
             input_tokens=int(usage.get("prompt_tokens") or 0),

@@ -380,6 +380,8 @@ class Batch:
                         if self.spend is not None and hold is not None:
                             self.spend.release(hold)
                         target_usage, target_cost = self._target_spend(progress)
+                if self.spend is not None:
+                    self.spend.check_agent_cost(target_cost)
                 if not isinstance(output, str | list | Mapping):
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"
@@ -439,9 +441,14 @@ class Batch:
         if progress.target_reported:
             usage = TokenUsage(progress.target_input_tokens, progress.target_output_tokens)
             cost = progress.target_cost
+            if cost is None and isinstance(self._target_price, Price) and (
+                usage.input_tokens or usage.output_tokens
+            ):
+                # Tokens without a cost: the agent's price prices them.
+                cost = self._target_price.cost(usage)
             counts |= {
-                "target_input_tokens": usage.input_tokens,
-                "target_output_tokens": usage.output_tokens,
+                "target_input_tokens": usage.input_tokens - progress.target_cached_input_tokens,
+                "target_output_tokens": usage.output_tokens - progress.target_cached_output_tokens,
             }
         elif isinstance(self._target_price, Price):
             usage, cost = TokenUsage(), 0.0

@@ -54,6 +54,8 @@ from summeval_runner._runner._spend import Hold, Spend
 
 logger = logging.getLogger("summeval_runner")
 _T = TypeVar("_T")
+# A hold its reply has settled (``Spend.settle``): nothing left to release.
+_SETTLED = Hold(0.0, 0)
 
 # Loop turns with nothing at work but waiters, in a row, before the gathered requests go out:
 # an item between two steps (its judge call answered, its next not yet asked) takes a turn or
@@ -299,12 +301,15 @@ class BatchedJudge:
                 self._in_flight.pop(state.id, None)
             # Counted before the batch is journaled as ended: a resume counts only the replies
             # of batches that had not ended, so a count written after would be lost to a kill.
-            for pending in sent:
+            for number, pending in enumerate(sent):
                 reply = replies.get(pending.key)
                 if reply is not None:
                     self._count_reply(reply)
-                    if self._spend is not None and pending.request.attempt == 1:
-                        self._spend.learn(pending.request, reply.usage.output_tokens)
+                    if self._spend is not None:
+                        if pending.request.attempt == 1:
+                            self._spend.learn(pending.request, reply.usage.output_tokens)
+                        self._spend.settle(holds[number], reply)
+                        holds[number] = _SETTLED
             self._record(
                 BatchRecord(
                     id=state.id,
@@ -344,7 +349,8 @@ class BatchedJudge:
                 self._out.pop(pending.key, None)
             if self._spend is not None:
                 for hold in holds:
-                    self._spend.release(hold)
+                    if hold is not _SETTLED:
+                        self._spend.release(hold)
 
     def _admit(self, round_: list[_Pending]) -> tuple[list[_Pending], list[Hold]]:
         """The round's requests that fit the run's budget; the others are refused."""

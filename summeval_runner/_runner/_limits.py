@@ -27,7 +27,12 @@ from typing import Any
 
 from asyncio_throttle.throttler import Throttler
 
-from summeval_runner._errors import JudgeAPIError, JudgeConnectionError, JudgeUnreachableError
+from summeval_runner._errors import (
+    BudgetExhaustedError,
+    JudgeAPIError,
+    JudgeConnectionError,
+    JudgeUnreachableError,
+)
 from summeval_runner._judges._offline import OfflineJudge
 from summeval_runner._judges._protocol import (
     Judge,
@@ -496,8 +501,13 @@ class LimitedJudge:
                     self._pacer.correct(-paced)
                     self.tokens_paced -= paced
                 raise _NotSent
-            # Raises BudgetExhaustedError when the request would pass the run's budget.
-            hold = self._spend.admit_judge(request, self._price) if self._spend else None
+            # Raises BudgetExhaustedError when the request would pass the run's budget; its
+            # tokens go back to the pacer then, as for any request not sent.
+            try:
+                hold = self._spend.admit_judge(request, self._price) if self._spend else None
+            except BudgetExhaustedError:
+                self._unpaced(paced)
+                raise
             self.requests_sent += 1
             self._count(requests=1)
             if retry:
@@ -538,7 +548,12 @@ class LimitedJudge:
             if spent:
                 self._count(**spent)
             if self._spend is not None:
-                self._spend.learn(request, usage.output_tokens)
+                if request.attempt == 1:
+                    # A re-ask's reply (after an unusable one) is no measure of its kind's.
+                    self._spend.learn(request, usage.output_tokens)
+                if hold is not None:
+                    self._spend.settle(hold, reply)
+                    hold = None
             return reply
         finally:
             if self._spend is not None and hold is not None:
@@ -581,15 +596,16 @@ class LimitedJudge:
             checks.append(
                 (limits.remaining_tokens, limits.limit_tokens, limits.reset_tokens_s, next_tokens)
             )
-        elif limits.limit_tokens and limits.limit_tokens < pacer.tokens_per_minute:
+        elif limits.limit_tokens and limits.limit_tokens * _TOKEN_MARGIN < pacer.tokens_per_minute:
             logger.warning(
                 "judge %s: the server's token limit is %d a minute, below judge_tpm (%g): paced "
                 "at the server's",
                 self.name,
                 limits.limit_tokens,
-                pacer.tokens_per_minute,
+                pacer.tokens_per_minute / _TOKEN_MARGIN,
             )
-            pacer.lower_limit(limits.limit_tokens)
+            # With the same margin under it as under judge_tpm.
+            pacer.lower_limit(limits.limit_tokens * _TOKEN_MARGIN)
         waits = []
         for remaining, limit, reset, need in checks:
             if remaining is None or reset is None or remaining >= need:

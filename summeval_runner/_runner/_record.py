@@ -137,6 +137,8 @@ class RunRecorder:
         writer = RunWriter(run_dir, resume=previous is not None)
         try:
             contents = writer.contents() if previous is not None else JournalContents({}, {})
+            if plan.options.mode != "batch":
+                _check_no_batch_out(run_dir, contents.batches)
             finished = contents.statuses
             # Items that ended in error are tried again on resume: most errors are transient.
             kept = frozenset(item for item, status in finished.items() if status != "error")
@@ -496,6 +498,20 @@ def _previous(run_dir: Path, plan: RunPlan) -> Manifest:
             f"(sha256 {str(sha_before)[:12]}..., now {str(sha_now)[:12]}...)"
         )
     return previous
+
+
+def _check_no_batch_out(run_dir: Path, batches: tuple[BatchRecord, ...]) -> None:
+    """An interactive resume of a run with batches still out would send their requests again
+    and pay twice: refused, before anything is written."""
+    ended = {line.id for line in batches if line.state == "ended"}
+    out = [line.id for line in batches if line.state == "submitted" and line.id not in ended]
+    if out:
+        raise ConfigError(
+            f"resume: the run in {run_dir} has {len(out)} batch(es) out at its judge's Batch "
+            f"API ({', '.join(out[:3])}{', ...' if len(out) > 3 else ''}), paid for and not yet "
+            "read; resume it with runner.mode=batch, which reads them (an interactive resume "
+            "would send their requests again)"
+        )
 
 
 def _package_version() -> str:

@@ -207,7 +207,7 @@ async def run_evals(
         if output_dir is not None:
             plan = RunPlan(
                 options=opts,
-                setup=describe_setup(scorers, target, data),
+                setup=describe_setup(scorers, target, data, opts.trials),
                 config=config or {},
                 overrides=tuple(overrides),
                 dataset=items.dataset,

@@ -35,9 +35,13 @@ def _settings(value: Any) -> dict[str, Any]:
 
 
 def describe_setup(
-    scorers: Sequence[Any], target: Callable[[Any], Any] | None, data: Iterable[Any]
+    scorers: Sequence[Any],
+    target: Callable[[Any], Any] | None,
+    data: Iterable[Any],
+    trials: int = 1,
 ) -> dict[str, Any]:
-    """The target, each scorer's judge and settings, and how a dataset file is read."""
+    """The target, each scorer's judge and settings, the trials each item is judged in, and
+    how a dataset file is read: what a resume or a merge must find the same."""
     model: dict[str, Any] = {}
     scorer: dict[str, Any] = {}
     for each in scorers:
@@ -58,6 +62,9 @@ def describe_setup(
         "target": _settings(target) if target is not None else None,
         "model": model,
         "scorer": scorer,
+        # An item's score is its trials' mean: parts judged in other numbers of trials would
+        # not measure alike.
+        "trials": trials,
     }
     if isinstance(data, DatasetFile):
         fields = asdict(data.fields)

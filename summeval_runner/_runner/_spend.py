@@ -17,13 +17,16 @@ waits for its reply to give the difference back. An agent call's is the mean of 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from summeval_runner._errors import BudgetExhaustedError
 from summeval_runner._io._journal import PartTraffic
-from summeval_runner._judges._protocol import JudgeRequest, Price, TokenUsage
+from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, Price, TokenUsage
 from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
+
+logger = logging.getLogger("summeval_runner")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class Spend:
         # counted here, and a model copy a request cost more than the count itself).
         self._now: dict[str, float] = {}
         self._held = Hold(0.0, 0)
+        # Estimates standing in for replies whose cost is not known (``settle``).
+        self._assumed = Hold(0.0, 0)
+        self._warned_unknown = False
         # The longest reply so far (output tokens), per kind of request.
         self._outputs: dict[str, int] = {}
         self.exhausted: BudgetExhaustedError | None = None
@@ -107,7 +113,7 @@ class Spend:
     def _admit(self, hold: Hold, what: str) -> Hold:
         spent = self.traffic()
         if self.max_cost is not None:
-            cost = spent.judge_cost + spent.target_cost
+            cost = spent.judge_cost + spent.target_cost + self._assumed.cost
             if cost + self._held.cost + hold.cost > self.max_cost:
                 self._exhaust(
                     "max_cost",
@@ -116,7 +122,7 @@ class Spend:
                     f"{self._held.cost:.4f} held by calls in flight",
                 )
         if self.max_tokens is not None:
-            tokens = spent.tokens
+            tokens = spent.tokens + self._assumed.tokens
             if tokens + self._held.tokens + hold.tokens > self.max_tokens:
                 self._exhaust(
                     "max_tokens",
@@ -126,6 +132,18 @@ class Spend:
                 )
         self._held = Hold(self._held.cost + hold.cost, self._held.tokens + hold.tokens)
         return hold
+
+    def check_agent_cost(self, cost: float | None) -> None:
+        """Under ``max_cost``, an agent call whose cost is not known stops the run: a budget
+        blind to it could be passed by any amount."""
+        if cost is None and self.max_cost is not None:
+            self._exhaust(
+                "max_cost",
+                f"the budget max_cost ({self.max_cost:g} USD) needs each agent call's cost, and "
+                "the agent reported none: have it call report_target_usage(input_tokens=..., "
+                "output_tokens=..., cost=...), or give it a price attribute (a Price; "
+                "Price(input=0, output=0) for an agent that calls no model)",
+            )
 
     def _exhaust(self, limit: str, message: str) -> None:
         error = BudgetExhaustedError(
@@ -138,6 +156,28 @@ class Spend:
     def release(self, hold: Hold) -> None:
         """An admitted call is done: what it cost is counted by ``observe`` instead."""
         self._held = Hold(self._held.cost - hold.cost, self._held.tokens - hold.tokens)
+
+    def settle(self, hold: Hold, reply: JudgeReply) -> None:
+        """An admitted judge request's reply came: its estimate is released, except where the
+        reply leaves its cost unknown (a server that reports no token usage). Then the
+        estimate stays counted against the budget in its place, for the rest of this part:
+        a budget that let every such reply through free would never stop."""
+        self.release(hold)
+        if reply.cost is not None or not self.capped:
+            return
+        unreported = not (reply.usage.input_tokens or reply.usage.output_tokens)
+        assumed = Hold(hold.cost, hold.tokens if unreported else 0)
+        if not self._warned_unknown:
+            self._warned_unknown = True
+            logger.warning(
+                "a judge reply's cost is not known (%s): the budget counts such replies at "
+                "their estimate (about %.4f USD, %d tokens each)",
+                "the server reported no token usage" if unreported else "no price",
+                assumed.cost,
+                assumed.tokens,
+            )
+        before = self._assumed
+        self._assumed = Hold(before.cost + assumed.cost, before.tokens + assumed.tokens)
 
     def describe(self) -> str:
         """The spend for the progress display: the cost so far against ``max_cost``, the tokens

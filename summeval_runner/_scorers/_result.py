@@ -123,6 +123,10 @@ class EvaluationProgress:
     target_output_tokens: int = 0
     target_cost: float | None = 0.0
     target_reported: bool = False
+    # Of those tokens, the ones of calls a cache answered: on the item's row, not in the run's
+    # traffic or its budget (no model spent them in this run).
+    target_cached_input_tokens: int = 0
+    target_cached_output_tokens: int = 0
 
 
 # Set by the runner for each item; the summarization scorer reports each judge call into it.
@@ -132,13 +136,20 @@ EVALUATION_PROGRESS: ContextVar[EvaluationProgress | None] = ContextVar(
 
 
 def report_target_usage(
-    *, input_tokens: int = 0, output_tokens: int = 0, cost: float | None = None
+    *,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cost: float | None = None,
+    cached: bool = False,
 ) -> None:
     """Tell the run what a call of the agent under test used: its tokens, and its cost in US
-    dollars (``None``: not known). Call it from the agent, once per model call, while
-    ``run_evals`` runs it; the run counts the agent's tokens and cost apart from the judge's
-    (``target_*`` columns of ``items.parquet``, the manifest's ``cost``), and a budget
-    (``RunOptions.max_cost``, ``max_tokens``) counts them. Outside a run it does nothing.
+    dollars (``None``: not known; then the agent's ``price``, when it has one, prices the
+    tokens). Call it from the agent, once per model call, while ``run_evals`` runs it; the run
+    counts the agent's tokens and cost apart from the judge's (``target_*`` columns of
+    ``items.parquet``, the manifest's ``cost``), and a budget (``RunOptions.max_cost``,
+    ``max_tokens``) counts them. ``cached``: a cache answered the call (give ``cost=0``): its
+    tokens are on the item's row, as a cached judge reply's are, but not in the run's traffic
+    or its budget. Outside a run it does nothing.
     """
     progress = EVALUATION_PROGRESS.get()
     if progress is None:
@@ -146,6 +157,9 @@ def report_target_usage(
     progress.target_reported = True
     progress.target_input_tokens += input_tokens
     progress.target_output_tokens += output_tokens
+    if cached:
+        progress.target_cached_input_tokens += input_tokens
+        progress.target_cached_output_tokens += output_tokens
     progress.target_cost = (
         None if cost is None or progress.target_cost is None else progress.target_cost + cost
     )
