@@ -230,6 +230,7 @@ class ChatServer:
         self._failing_reads = (0, 503, "/v1/")
         # False: a server with no Files or Batch API (a local one), 404 on /v1/files.
         self.batch_api = True
+        self._lost_creations = 0
         # False: replies carry no "usage" (some local servers).
         self.reports_usage = True
         self._expire_after: int | None = None
@@ -475,6 +476,12 @@ class ChatServer:
         with self._lock:
             self._failing_reads = (count, status, under)
 
+    def lose_next_batch_creations(self, count: int) -> None:
+        """The next ``count`` batch creations make their batch and answer 502: a creation whose
+        answer was lost on the way (a gateway's timeout), the batch made and its lines paid."""
+        with self._lock:
+            self._lost_creations = count
+
     def _failed_read(self, path: str) -> int | None:
         with self._lock:
             count, status, under = self._failing_reads
@@ -528,6 +535,9 @@ class ChatServer:
         with self._lock:
             self.batches[batch_id] = batch
             self.batch_lines.extend(line["custom_id"] for line in lines)
+            if self._lost_creations > 0:
+                self._lost_creations -= 1
+                return 502, {"error": {"message": "Bad gateway", "type": "server_error"}}
         return 200, batch
 
     def _read_batch(self, batch_id: str) -> tuple[int, dict[str, Any]]:

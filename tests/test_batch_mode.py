@@ -189,6 +189,26 @@ def test_a_results_file_that_cannot_be_read_for_a_while_is_read_again_not_sent_a
     assert manifest(tmp_path / "run")["cost"]["judge"] == pytest.approx(paid / 2)
 
 
+def test_a_batch_made_though_its_creation_failed_is_followed_not_sent_again(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    # The first batch is made, and the answer to its creation lost (a 502).
+    chat_server.lose_next_batch_creations(1)
+
+    completed = run_app(
+        tmp_path / "run", *openai_run(chat_server.base_url, dataset), PRICED, *BATCH, env=ENV
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert "was made though its creation failed" in completed.stdout + completed.stderr
+    assert manifest(tmp_path / "run")["counts"]["scored"] == 3
+    # The lost batch was found by its round's tag and read: no line of it was sent again.
+    assert twice(chat_server) == 0
+    assert len(chat_server.batches) == 3
+    assert {b["id"] for b in journal_batches(tmp_path / "run")} == set(chat_server.batches)
+
+
 def test_a_server_without_a_batch_api_stops_the_run_before_any_judge_call(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:

@@ -125,6 +125,22 @@ def test_a_reply_without_token_usage_has_an_unknown_cost_and_the_budget_counts_i
     assert "max_cost" in run["stopped_because"]
     assert 0 < len(chat_server.requests) < 13
 
+    # Resumed under the same budget, the earlier part's estimates still count: the run stops
+    # before sending anything more (a budget that forgot them would pay for another part).
+    sent = len(chat_server.requests)
+    again = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        PRICED,
+        "runner.max_items_in_flight=1",
+        "runner.max_cost=0.01",
+        f"runner.resume={tmp_path / 'run'}",
+        env=ENV,
+    )
+    assert again.returncode == 4, again.stderr
+    assert len(chat_server.requests) == sent
+    assert "max_cost" in manifest(tmp_path / "run")["stopped_because"]
+
 
 def estimated(output: str) -> dict[str, int]:
     found = re.search(r"judge requests\s+([\d,]+) to send, ([\d,]+) answered by the cache", output)
@@ -267,6 +283,29 @@ def test_a_cost_budget_stops_at_an_agent_call_whose_cost_is_not_known() -> None:
     assert result.stopped_because is not None
     assert "report_target_usage" in result.stopped_because
     assert "Price(input=0, output=0)" in result.stopped_because
+
+
+def test_a_cost_budget_stops_at_an_agent_call_of_unknown_cost_that_then_raised() -> None:
+    calls = 0
+
+    async def agent(text: str) -> str:  # calls a model it does not price, then fails
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("the agent's parser choked on the model's reply")
+
+    result = run_evals_sync(
+        scorers=[create_summarization_scorer(OfflineJudge())],
+        data=[{"id": f"doc{i}", "input": f"Fact {i}. More {i}."} for i in range(5)],
+        target=agent,
+        max_items_in_flight=1,
+        max_cost=1.0,
+    )
+
+    # Its call may have been paid for all the same: the run stops at the first, not after five.
+    assert result.budget_exhausted
+    assert calls == 1
+    assert result.stopped_because is not None
+    assert "report_target_usage" in result.stopped_because
 
 
 def test_a_cost_budget_without_a_price_is_refused_before_any_call(

@@ -121,7 +121,16 @@ def summaries_of_one_source(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def scripted_judge(fail_first_draw: bool = False, failing_draws: int = 0) -> FakeJudge:
+class CachedFakeJudge(FakeJudge):
+    """A fake judge the response cache keeps the replies of (as it keeps a model's)."""
+
+    def cache_identity(self) -> dict[str, str]:
+        return {"judge": "scripted"}
+
+
+def scripted_judge(
+    fail_first_draw: bool = False, failing_draws: int = 0, cached: bool = False
+) -> FakeJudge:
     draws = 0
 
     def preprocess(request: JudgeRequest) -> dict[str, Any] | BaseException:
@@ -134,7 +143,7 @@ def scripted_judge(fail_first_draw: bool = False, failing_draws: int = 0) -> Fak
             return JudgeAPIError("bad request", status_code=400)
         return {"alignment": claims, "questions": [f"Question {draws}.{i}?" for i in range(3)]}
 
-    return FakeJudge(
+    return (CachedFakeJudge if cached else FakeJudge)(
         preprocess=preprocess,
         analyze=lambda request: {
             "coverage": [{"answered": True, "reason": "r"} for _ in request.payload.questions]  # type: ignore[union-attr]
@@ -212,6 +221,39 @@ def test_a_source_whose_draw_fails_twice_in_a_row_has_its_items_draw_side_by_sid
         if item.status == "scored"
     }
     assert asked == {("Question 4.0?", "Question 4.1?", "Question 4.2?")}
+
+
+def test_items_that_drew_side_by_side_are_answered_by_the_cache_when_run_again(
+    tmp_path: Path,
+) -> None:
+    # As above, with the response cache: three items fail, three draw side by side and one
+    # publishes its set. Each of the three that drew is kept as a drawer of the set, so run
+    # again each repeats its own cached call: no judge call for an item that was scored.
+    def run(judge: FakeJudge) -> Any:
+        return asyncio.run(
+            run_evals(
+                scorers=[create_summarization_scorer(judge)],
+                data=summaries_of_one_source(6),
+                max_items_in_flight=6,
+                max_error_rate=1.0,
+                cache_path=tmp_path / "cache.sqlite",
+            )
+        )
+
+    first = run(scripted_judge(failing_draws=3, cached=True))
+    assert (first.counts.errors, first.counts.scored) == (3, 3)
+
+    again_judge = scripted_judge(cached=True)
+    again = run(again_judge)
+
+    # Only the three items that failed are judged: the set is held, so claims only.
+    assert again.counts.scored == 6
+    schemas = [r.schema_name for r in again_judge.requests_for("preprocess")]
+    assert schemas == ["summarization_claims"] * 3
+    scores = {item.item_id: item.results["summarization-scorer"].score for item in first.items}
+    for item in again.items:
+        if item.item_id in scores and scores[item.item_id] is not None:
+            assert item.results["summarization-scorer"].score == scores[item.item_id]
 
 
 def test_a_judge_that_writes_no_question_leaves_the_source_to_the_next_item() -> None:

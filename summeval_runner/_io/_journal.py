@@ -99,6 +99,10 @@ class PartTraffic(BaseModel):
     # What the judge's replies cost (US dollars), and how many had no known cost.
     judge_cost: float = 0.0
     judge_cost_unknown: int = 0
+    # Replies of unknown cost (a server that reported no token usage), at the estimate they
+    # were admitted on: the budget counts them so, across a resume too.
+    judge_cost_assumed: float = 0.0
+    judge_tokens_assumed: int = 0
     # The agent's calls, their tokens and cost as it reported them.
     target_calls: int = 0
     target_input_tokens: int = 0
@@ -172,7 +176,9 @@ class _TrafficLine(BaseModel):
 class QuestionsLine(BaseModel):
     """One source's coverage questions, as a judge's evaluations of that source are asked them:
     drawn in this run (``origin`` ``drawn``) or found in the response cache, drawn by an earlier
-    run (``stored``). ``key`` is the bank's key (prompt version, budget, source fingerprint)."""
+    run (``stored``); ``also_drawn`` repeats a set with one evaluation more that drew it (the
+    last line of a key holds them all; ``questions.parquet`` has the set once). ``key`` is the
+    bank's key (prompt version, budget, source fingerprint)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -201,6 +207,10 @@ class BatchRecord(BaseModel):
     status: str | None = None
     completed: int = 0
     failed: int = 0
+    # What its requests held back of the budget when it was made (``submitted``): a resume
+    # counts a reply of unknown cost at its share of it.
+    held_cost: float = 0.0
+    held_tokens: int = 0
 
 
 class _BatchLine(BaseModel):
@@ -425,9 +435,12 @@ def _write_questions(journal: Path, path: Path, *, run_id: str, variant: str) ->
             if not line.startswith(_QUESTIONS):
                 continue
             try:
-                batch.append(_QuestionsLineWrapper.model_validate_json(line).questions)
+                read = _QuestionsLineWrapper.model_validate_json(line).questions
             except ValidationError:
                 continue  # reported with its line number when the journal's items were read
+            if read.origin == "also_drawn":
+                continue  # a set written already, with one drawer more: the same questions
+            batch.append(read)
             if len(batch) >= _COMPACT_BATCH:
                 writer.write_table(_questions_table(batch, run_id=run_id, variant=variant))
                 batch = []

@@ -31,6 +31,7 @@ from summeval_runner._errors import (
     MissingAPIKeyError,
 )
 from summeval_runner._judges._protocol import (
+    ROUND_TAG,
     AsyncClosing,
     BatchState,
     JudgeReply,
@@ -275,6 +276,7 @@ def _batch_state(batch: Any) -> BatchState:
             + (f" (line {e.line})" if getattr(e, "line", None) else "")
             for e in errors
         ),
+        round=str((getattr(batch, "metadata", None) or {}).get(ROUND_TAG, "")),
     )
 
 

@@ -244,6 +244,8 @@ BatchStatus = Literal[
 ]
 # A batch in one of these has its results (or its failure) in its files: nothing more comes.
 BATCH_ENDED: frozenset[str] = frozenset({"failed", "completed", "expired", "cancelled"})
+# The metadata key that tags a batch with the round of requests that made it.
+ROUND_TAG = "summeval_round"
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,9 @@ class BatchState:
     completed: int = 0
     failed: int = 0
     errors: tuple[str, ...] = ()
+    # Its metadata's ROUND_TAG: which round of a run made it (one whose creation's answer was
+    # lost is found by it).
+    round: str = ""
 
     @property
     def ended(self) -> bool:

@@ -380,8 +380,10 @@ class Batch:
                         if self.spend is not None and hold is not None:
                             self.spend.release(hold)
                         target_usage, target_cost = self._target_spend(progress)
-                if self.spend is not None:
-                    self.spend.check_agent_cost(target_cost)
+                        if self.spend is not None:
+                            # Whether the agent returned or raised: a call it paid for and
+                            # did not price leaves a max_cost budget blind either way.
+                            self.spend.check_agent_cost(target_cost)
                 if not isinstance(output, str | list | Mapping):
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"

@@ -26,6 +26,7 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -40,6 +41,7 @@ from summeval_runner._errors import (
 )
 from summeval_runner._io._journal import BatchRecord
 from summeval_runner._judges._protocol import (
+    ROUND_TAG,
     BatchJudge,
     BatchState,
     Judge,
@@ -50,7 +52,7 @@ from summeval_runner._judges._protocol import (
 )
 from summeval_runner._runner._cache import request_key
 from summeval_runner._runner._retry import RetryPolicy
-from summeval_runner._runner._spend import Hold, Spend
+from summeval_runner._runner._spend import Hold, Spend, reply_counts
 
 logger = logging.getLogger("summeval_runner")
 _T = TypeVar("_T")
@@ -285,31 +287,38 @@ class BatchedJudge:
     async def _run_batch(self, round_: list[_Pending]) -> None:
         holds: list[Hold] = []
         sent: list[_Pending] = []
+        created: BatchState | None = None
         try:
             admitted, holds = self._admit(round_)
             if not admitted:
                 return
-            state = await self._submit(admitted)
+            # A request asked again from here on (while its batch is being made, or is out)
+            # waits for this batch's line rather than become a line of the next one.
             sent = admitted
-            # A request asked again while its batch is out waits for that batch's line.
             self._out.update((pending.key, pending) for pending in sent)
+            state = created = await self._submit(admitted, holds)
             self._in_flight[state.id] = state
             try:
                 state = await self._poll(state)
                 replies, errors = await self._results(state, {p.key for p in sent})
             finally:
                 self._in_flight.pop(state.id, None)
-            # Counted before the batch is journaled as ended: a resume counts only the replies
-            # of batches that had not ended, so a count written after would be lost to a kill.
+            # Counted, in one traffic line, right before the batch is journaled as ended: a
+            # resume counts the replies of the batches that had not ended, and a count written
+            # after that line would be lost to a kill (one written line by line, long before,
+            # would be counted twice).
+            counts: dict[str, float] = {}
             for number, pending in enumerate(sent):
                 reply = replies.get(pending.key)
                 if reply is not None:
-                    self._count_reply(reply)
+                    _add(counts, reply_counts(reply))
                     if self._spend is not None:
                         if pending.request.attempt == 1:
                             self._spend.learn(pending.request, reply.usage.output_tokens)
-                        self._spend.settle(holds[number], reply)
+                        _add(counts, self._spend.settle(holds[number], reply))
                         holds[number] = _SETTLED
+            if counts:
+                self._count(counts)
             self._record(
                 BatchRecord(
                     id=state.id,
@@ -329,28 +338,45 @@ class BatchedJudge:
         except JudgeUnavailableError as error:
             # The judge has no Batch API, refused the key, or a batch out could not be read for
             # outage_timeout_s: the run stops (a batch out is journaled, and a resume reads it).
-            self._fatal = error
-            for pending in round_:
-                self._fail(pending, error)
-        except JudgeAPIError as error:
-            # The batch could not be made (a refused file, a 400): nothing of it was sent.
-            for pending in round_:
-                self._fail(pending, error)
+            self._stop(round_, error)
         except Exception as error:
-            # A provider answering in a shape it should not: the round's items fail (loud in
-            # their rows) rather than wait for ever.
-            failure = JudgeAPIError(
-                f"a batch could not be handled: {type(error).__name__}: {error}"
-            )
-            for pending in round_:
-                self._fail(pending, failure)
+            if created is not None:
+                # The batch was made and its lines may be paid: an error now must not send
+                # them again (a retry would). The run stops, and a resume reads the batch.
+                self._stop(
+                    round_,
+                    JudgeUnavailableError(
+                        f"batch {created.id} was sent but could not be followed "
+                        f"({type(error).__name__}: {error}); the run stops, and a resume reads "
+                        "the batch rather than send its requests again"
+                    ),
+                )
+            elif isinstance(error, JudgeAPIError):
+                # The batch could not be made (a refused file, a 400): nothing of it was sent.
+                for pending in round_:
+                    self._fail(pending, error)
+            else:
+                # A provider answering in a shape it should not: the round's items fail (loud
+                # in their rows) rather than wait for ever.
+                failure = JudgeAPIError(
+                    f"a batch could not be handled: {type(error).__name__}: {error}",
+                    status_code=400,
+                )
+                for pending in round_:
+                    self._fail(pending, failure)
         finally:
             for pending in sent:
-                self._out.pop(pending.key, None)
+                if self._out.get(pending.key) is pending:
+                    self._out.pop(pending.key)
             if self._spend is not None:
                 for hold in holds:
                     if hold is not _SETTLED:
                         self._spend.release(hold)
+
+    def _stop(self, round_: list[_Pending], error: JudgeUnavailableError) -> None:
+        self._fatal = error
+        for pending in round_:
+            self._fail(pending, error)
 
     def _admit(self, round_: list[_Pending]) -> tuple[list[_Pending], list[Hold]]:
         """The round's requests that fit the run's budget; the others are refused."""
@@ -366,7 +392,7 @@ class BatchedJudge:
             admitted.append(pending)
         return admitted, holds
 
-    async def _submit(self, admitted: list[_Pending]) -> BatchState:
+    async def _submit(self, admitted: list[_Pending], holds: list[Hold]) -> BatchState:
         lines = b"".join(
             json.dumps(
                 {
@@ -380,15 +406,44 @@ class BatchedJudge:
             + b"\n"
             for pending in admitted
         )
-        state = await self._persist(
-            "created", partial(self._provider.submit_batch, lines, self._metadata), submitting=True
-        )
+        # A creation whose answer was lost (a timeout, a dropped connection, a 5xx) may have
+        # made the batch: before trying again, the provider's batches are searched for this
+        # round's tag, and one found is followed rather than paid for twice.
+        tag = uuid.uuid4().hex
+        metadata = {**self._metadata, ROUND_TAG: tag}
+        run_id = self._metadata.get("summeval_run")
+        since = time.time() - 60
+        tries = 0
+
+        async def create() -> BatchState:
+            nonlocal tries
+            tries += 1
+            if tries > 1 and run_id is not None:
+                for made in await self._provider.tagged_batches(run_id, since):
+                    if made.round == tag:
+                        logger.warning(
+                            "batch %s was made though its creation failed; following it, not "
+                            "sending its requests again",
+                            made.id,
+                        )
+                        return made
+            return await self._provider.submit_batch(lines, metadata)
+
+        state = await self._persist("created", create, submitting=True)
         self.batches_submitted += 1
         self.requests_sent += len(admitted)
         retried = sum(pending.retry for pending in admitted)
         self.retries += retried
         self._count({"requests": len(admitted), **({"retries": retried} if retried else {})})
-        self._record(BatchRecord(id=state.id, state="submitted", requests=len(admitted)))
+        self._record(
+            BatchRecord(
+                id=state.id,
+                state="submitted",
+                requests=len(admitted),
+                held_cost=sum(hold.cost for hold in holds),
+                held_tokens=sum(hold.tokens for hold in holds),
+            )
+        )
         logger.info("batch %s: %d requests sent to %s", state.id, len(admitted), self.name)
         return state
 
@@ -408,7 +463,7 @@ class BatchedJudge:
             except JudgeAuthError:
                 raise
             except JudgeAPIError as error:
-                if submitting and error.status_code in (404, 405):
+                if submitting and error.status_code in (404, 405, 501):
                     raise JudgeUnavailableError(
                         f"judge {self.name} has no Batch API (HTTP {error.status_code} to a batch "
                         f"{doing}): {error}; run it with runner.mode=interactive"
@@ -508,18 +563,6 @@ class BatchedJudge:
                 # Retrieved here too: an item cancelled meanwhile no longer awaits it.
                 future.add_done_callback(_retrieved)
 
-    def _count_reply(self, reply: JudgeReply) -> None:
-        usage = reply.usage
-        counts: dict[str, float] = {}
-        if reply.cost is None:
-            counts["judge_cost_unknown"] = 1
-        elif reply.cost:
-            counts["judge_cost"] = reply.cost
-        if usage.input_tokens or usage.output_tokens:
-            counts |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
-        if counts:
-            self._count(counts)
-
     def _count(self, counts: Mapping[str, float]) -> None:
         if self._on_traffic is not None:
             self._on_traffic(counts)
@@ -545,10 +588,11 @@ class BatchedJudge:
         submitted = [line for line in self._recorded if line.state == "submitted"]
         known = {line.id for line in self._recorded}
         try:
-            tagged = await self._provider.tagged_batches(
-                self._metadata["summeval_run"], self._since
+            tagged = await self._persist(
+                "listed",
+                partial(self._provider.tagged_batches, self._metadata["summeval_run"], self._since),
             )
-        except JudgeAuthError:
+        except JudgeUnavailableError:
             raise
         except JudgeAPIError as error:
             logger.warning("the provider's batches could not be listed (%s)", error)
@@ -579,10 +623,25 @@ class BatchedJudge:
                     line.id,
                     error,
                 )
+                if line.id not in ended:
+                    # Given up: journaled as ended, so that it holds no later resume back.
+                    self._record(BatchRecord(id=line.id, state="ended", status="unreadable"))
                 continue
             if line.id not in ended:
+                counts: dict[str, float] = {}
+                unknown = 0
                 for reply in replies.values():
-                    self._count_reply(reply)
+                    _add(counts, reply_counts(reply))
+                    unknown += reply.cost is None
+                if unknown and line.requests:
+                    # What the part that sent them held back for them, a line's share each:
+                    # a budget blind to replies of unknown cost would never stop.
+                    counts["judge_cost_assumed"] = line.held_cost * unknown / line.requests
+                    counts["judge_tokens_assumed"] = round(
+                        line.held_tokens * unknown / line.requests
+                    )
+                if counts:
+                    self._count(counts)
                 self._record(
                     BatchRecord(
                         id=line.id, state="ended", status=state.status, completed=len(replies)
@@ -595,6 +654,11 @@ class BatchedJudge:
             self.recovered_replies += len(replies)
         self._recorded = []
         self._resumed = False
+
+
+def _add(counts: dict[str, float], more: Mapping[str, float]) -> None:
+    for name, amount in more.items():
+        counts[name] = counts.get(name, 0) + amount
 
 
 def _retrieved(future: asyncio.Future[JudgeReply]) -> None:

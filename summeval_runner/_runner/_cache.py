@@ -381,6 +381,17 @@ class ResponseCache:
             return drawn
         return (self.get_questions(key) if self.reads else None) or drawn
 
+    def add_question_drawer(self, key: str, held: QuestionSet) -> None:
+        """Record ``held``'s drawers for the set stored under ``key`` (one drew it too)."""
+        if self._db is None or not self.writes:
+            return
+        try:
+            self._db.execute(
+                "UPDATE questions SET drawn_with = ? WHERE key = ?", (held.drawn_with, key)
+            )
+        except sqlite3.Error as error:
+            self._failed("written", error)
+
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
             raise ConfigError(f"the judge cache {self.path} is not usable now (see the warning)")
@@ -567,6 +578,9 @@ class CachedQuestions:
 
     def put(self, key: QuestionKey, drawn: QuestionSet) -> QuestionSet:
         return self._cache.put_questions(questions_key(self._identity, key), drawn, self._judge)
+
+    def add_drawer(self, key: QuestionKey, held: QuestionSet) -> None:
+        self._cache.add_question_drawer(questions_key(self._identity, key), held)
 
 
 def _valid(request: JudgeRequest, reply: JudgeReply) -> bool:

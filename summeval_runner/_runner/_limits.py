@@ -45,7 +45,7 @@ from summeval_runner._judges._protocol import (
 )
 from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
 from summeval_runner._runner._retry import RetryPolicy
-from summeval_runner._runner._spend import Spend
+from summeval_runner._runner._spend import Spend, reply_counts
 
 # The slowest the adaptive rate goes, as a share of the configured rate.
 _MIN_RATE_SHARE = 0.1
@@ -535,25 +535,19 @@ class LimitedJudge:
                 self.in_flight -= 1
             self._reached()
             self._repace(paced, reply)
-            usage = reply.usage
-            # Counted only when there is something to count: the offline judge's free replies
-            # add no journal line.
-            spent: dict[str, float] = {}
-            if reply.cost is None:
-                spent["judge_cost_unknown"] = 1
-            elif reply.cost:
-                spent["judge_cost"] = reply.cost
-            if usage.input_tokens or usage.output_tokens:
-                spent |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
-            if spent:
-                self._count(**spent)
+            # Counted only when there is something to count (the offline judge's free replies
+            # add no journal line), in one line with the estimate that stands in for a cost
+            # the server left unknown.
+            spent = reply_counts(reply)
             if self._spend is not None:
                 if request.attempt == 1:
                     # A re-ask's reply (after an unusable one) is no measure of its kind's.
-                    self._spend.learn(request, usage.output_tokens)
+                    self._spend.learn(request, reply.usage.output_tokens)
                 if hold is not None:
-                    self._spend.settle(hold, reply)
+                    spent |= self._spend.settle(hold, reply)
                     hold = None
+            if spent:
+                self._count(**spent)
             return reply
         finally:
             if self._spend is not None and hold is not None:
@@ -598,8 +592,8 @@ class LimitedJudge:
             )
         elif limits.limit_tokens and limits.limit_tokens * _TOKEN_MARGIN < pacer.tokens_per_minute:
             logger.warning(
-                "judge %s: the server's token limit is %d a minute, below judge_tpm (%g): paced "
-                "at the server's",
+                "judge %s: the server's token limit is %d a minute, below the %g paced so far: "
+                "paced at the server's",
                 self.name,
                 limits.limit_tokens,
                 pacer.tokens_per_minute / _TOKEN_MARGIN,

@@ -40,6 +40,19 @@ class Hold:
 _NOTHING = Hold(0.0, 0)
 
 
+def reply_counts(reply: JudgeReply) -> dict[str, float]:
+    """A judge reply's traffic counts: its tokens and cost, or that its cost is not known."""
+    usage = reply.usage
+    counts: dict[str, float] = {}
+    if reply.cost is None:
+        counts["judge_cost_unknown"] = 1
+    elif reply.cost:
+        counts["judge_cost"] = reply.cost
+    if usage.input_tokens or usage.output_tokens:
+        counts |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    return counts
+
+
 class Spend:
     """A run's spend so far and its budget (``None``: no cap)."""
 
@@ -52,8 +65,6 @@ class Spend:
         # counted here, and a model copy a request cost more than the count itself).
         self._now: dict[str, float] = {}
         self._held = Hold(0.0, 0)
-        # Estimates standing in for replies whose cost is not known (``settle``).
-        self._assumed = Hold(0.0, 0)
         self._warned_unknown = False
         # The longest reply so far (output tokens), per kind of request.
         self._outputs: dict[str, int] = {}
@@ -104,8 +115,10 @@ class Spend:
         if not self.capped:
             return _NOTHING
         spent = self.traffic()
-        calls = spent.target_calls
-        if not calls:
+        # The calls that went out: one the response cache answered cost nothing and would
+        # make the mean too small to hold a real call back.
+        calls = spent.target_calls - spent.target_cache_hits
+        if calls <= 0:
             return self._admit(_NOTHING, "agent call")
         tokens = (spent.target_input_tokens + spent.target_output_tokens) / calls
         return self._admit(Hold(spent.target_cost / calls, round(tokens)), "agent call")
@@ -113,7 +126,7 @@ class Spend:
     def _admit(self, hold: Hold, what: str) -> Hold:
         spent = self.traffic()
         if self.max_cost is not None:
-            cost = spent.judge_cost + spent.target_cost + self._assumed.cost
+            cost = spent.judge_cost + spent.target_cost + spent.judge_cost_assumed
             if cost + self._held.cost + hold.cost > self.max_cost:
                 self._exhaust(
                     "max_cost",
@@ -122,7 +135,7 @@ class Spend:
                     f"{self._held.cost:.4f} held by calls in flight",
                 )
         if self.max_tokens is not None:
-            tokens = spent.tokens + self._assumed.tokens
+            tokens = spent.tokens + spent.judge_tokens_assumed
             if tokens + self._held.tokens + hold.tokens > self.max_tokens:
                 self._exhaust(
                     "max_tokens",
@@ -157,27 +170,25 @@ class Spend:
         """An admitted call is done: what it cost is counted by ``observe`` instead."""
         self._held = Hold(self._held.cost - hold.cost, self._held.tokens - hold.tokens)
 
-    def settle(self, hold: Hold, reply: JudgeReply) -> None:
-        """An admitted judge request's reply came: its estimate is released, except where the
-        reply leaves its cost unknown (a server that reports no token usage). Then the
-        estimate stays counted against the budget in its place, for the rest of this part:
-        a budget that let every such reply through free would never stop."""
+    def settle(self, hold: Hold, reply: JudgeReply) -> dict[str, float]:
+        """An admitted judge request's reply came: its estimate is released. Where the reply
+        leaves its cost unknown (a server that reports no token usage), the estimate stands in
+        for it: returned as traffic counts (``judge_cost_assumed``, ``judge_tokens_assumed``)
+        for the caller to count, so that the budget, this part's and a resume's, holds them.
+        A budget that let every such reply through free would never stop."""
         self.release(hold)
-        if reply.cost is not None or not self.capped:
-            return
         unreported = not (reply.usage.input_tokens or reply.usage.output_tokens)
-        assumed = Hold(hold.cost, hold.tokens if unreported else 0)
+        if reply.cost is not None or not unreported or not self.capped:
+            return {}
         if not self._warned_unknown:
             self._warned_unknown = True
             logger.warning(
-                "a judge reply's cost is not known (%s): the budget counts such replies at "
-                "their estimate (about %.4f USD, %d tokens each)",
-                "the server reported no token usage" if unreported else "no price",
-                assumed.cost,
-                assumed.tokens,
+                "a judge reply's cost is not known (the server reported no token usage): the "
+                "budget counts such replies at their estimate (about %.4f USD, %d tokens each)",
+                hold.cost,
+                hold.tokens,
             )
-        before = self._assumed
-        self._assumed = Hold(before.cost + assumed.cost, before.tokens + assumed.tokens)
+        return {"judge_cost_assumed": hold.cost, "judge_tokens_assumed": hold.tokens}
 
     def describe(self) -> str:
         """The spend for the progress display: the cost so far against ``max_cost``, the tokens

@@ -21,8 +21,9 @@ keeps a few thousand in memory, and a source met again after its set was dropped
 the store (a cached judge's) or has it drawn again (a judge without a cache, such as the offline
 judge, whose draw depends on the source alone).
 
-Each set remembers which evaluation drew it (``drawn_with``: a fingerprint of the summary and
-the trial). When that same evaluation comes again (a rerun, a resumed item), it repeats its own
+Each set remembers which evaluations drew it (``drawn_with``: fingerprints of the summary and
+the trial; more than one where evaluations of an open source drew side by side). When one of
+them comes again (a rerun, a resumed item), it repeats its own
 preprocess call, which the response cache answers, rather than a claims-only call the cache has
 never seen: a rerun of a finished run still makes no judge call. In a sweep the drawing item of
 each source is judged on claims its combined call extracted, the others on a claims-only call:
@@ -49,7 +50,8 @@ from typing import Literal, Protocol
 
 QuestionsMode = Literal["per_source", "per_item"]
 QUESTIONS_MODES: tuple[QuestionsMode, ...] = ("per_source", "per_item")
-QuestionOrigin = Literal["drawn", "stored", "recorded"]
+# ``also_drawn``: a set held already, heard of again because one more evaluation drew it too.
+QuestionOrigin = Literal["drawn", "stored", "recorded", "also_drawn"]
 # The question sets a bank keeps in memory, the most recently used (about 1.5 KB each).
 BANK_CAPACITY = 10_000
 # Failed draws of a source in a row after which its evaluations stop waiting for one another.
@@ -83,10 +85,19 @@ class QuestionKey:
 
 @dataclass(frozen=True)
 class QuestionSet:
-    """A source's questions, and the evaluation that drew them (``drawer_fingerprint``)."""
+    """A source's questions, and the evaluations that drew them (``drawer_fingerprint``s,
+    separated by spaces: the first publishes the set, others drawing side by side with it, an
+    open source's, are added)."""
 
     questions: tuple[str, ...]
     drawn_with: str
+
+    def drew(self, drawer: str) -> bool:
+        """Whether the evaluation ``drawer`` drew this set (its preprocess call asked for it)."""
+        return drawer in self.drawn_with.split()
+
+    def with_drawer(self, drawer: str) -> QuestionSet:
+        return QuestionSet(self.questions, f"{self.drawn_with} {drawer}".strip())
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,11 @@ class QuestionStore(Protocol):
     def put(self, key: QuestionKey, drawn: QuestionSet) -> QuestionSet:
         """Keep ``drawn`` unless the store holds a set for ``key`` already (another process
         drew it at the same moment); return the set the store holds now."""
+        ...
+
+    def add_drawer(self, key: QuestionKey, held: QuestionSet) -> None:
+        """Replace the stored set's drawers by ``held``'s (the same questions, one drawer
+        more)."""
         ...
 
 
@@ -186,7 +202,7 @@ class QuestionBank:
                 if found is not None:
                     self._remember(key, found, "stored")
             if found is not None:
-                again = found.drawn_with == drawer
+                again = found.drew(drawer)
                 self.shared += not again
                 return Claim(found.questions, draw=again)
             if self._failures.get(key, 0) >= OPEN_AFTER_FAILURES:
@@ -207,6 +223,7 @@ class QuestionBank:
         held = self._known.get(key)
         if held is not None:
             self._done(key)
+            self._also_drew(key, held, drawer)
             return held.questions
         if not questions:
             self.release(key)
@@ -215,6 +232,7 @@ class QuestionBank:
         shared = self._store.put(key, drawn) if self._store is not None else drawn
         self._remember(key, shared, "drawn" if shared == drawn else "stored")
         self.drawn += shared == drawn
+        self._also_drew(key, shared, drawer)
         self._failures.pop(key, None)
         self._done(key)
         return shared.questions
@@ -229,6 +247,20 @@ class QuestionBank:
         pending = self._drawing.pop(key, None)
         if pending is not None and not pending.done():
             pending.set_result(None)
+
+    def _also_drew(self, key: QuestionKey, held: QuestionSet, drawer: str) -> None:
+        """``drawer`` drew ``key``'s source too (side by side, its source open; or at the same
+        moment in another process) and is asked the held set: it is kept as a drawer of the
+        set, so that run again it repeats its own cached call rather than a claims-only call
+        the cache has never seen."""
+        if held.drew(drawer):
+            return
+        more = held.with_drawer(drawer)
+        self._hold(key, more)
+        if self._store is not None:
+            self._store.add_drawer(key, more)
+        if self._on_shared is not None:
+            self._on_shared(SharedQuestions(key, more, "also_drawn"))
 
     def _remember(self, key: QuestionKey, found: QuestionSet, origin: QuestionOrigin) -> None:
         self._hold(key, found)
