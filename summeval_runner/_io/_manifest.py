@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, mod
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._metadata import MetadataKind, MetadataTypes
+from summeval_runner._io._shards import ShardRule
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._secrets import redact, redact_urls, scrub
 
@@ -173,11 +174,15 @@ class InputsFingerprint:
 
 
 class ShardInfo(_Part):
-    """Which shard of the dataset a run scored (``runner.shard=index/count``) and its items."""
+    """Which shard of the dataset a run scored (``runner.shard=index/count``), its items, and
+    what the split was by (``_shards``): the item's id, or its source's fingerprint."""
 
     index: int
     count: int
     items: int | None = None
+    # A shard written before the rule was recorded was split by id: its resume and its merge
+    # read it so.
+    by: ShardRule = "id"
 
 
 class Resumption(_Part):
