@@ -500,6 +500,10 @@ def test_a_per_source_run_splits_by_source_and_its_merge_asks_one_set_per_source
     merged = merge_runs(shards, tmp_path / "merged")
 
     assert merged.complete
+    assert (merged.by, merged.question_conflicts) == ("source", 0)
+    recorded = manifest(tmp_path / "merged")
+    assert recorded["question_conflicts"] == 0
+    assert [part["by"] for part in recorded["merged_from"]] == ["source", "source"]  # type: ignore[attr-defined]
     questions = table(tmp_path / "merged", "questions")
     sets = questions.groupby("source_sha256")["question"].apply(tuple)
     assert len(sets) == len(SOURCES)  # one set per source
@@ -538,6 +542,60 @@ def test_a_resumed_shard_keeps_the_split_it_was_recorded_with(tmp_path: Path) ->
     assert items_of(by_id) != items_of(by_source)
     assert manifest(by_source)["shard"]["by"] == "source"  # type: ignore[index]
     assert manifest(by_id)["shard"]["by"] == "id"  # type: ignore[index]
+
+
+def test_a_merge_of_shards_split_by_different_rules_is_refused(tmp_path: Path) -> None:
+    judge = drawing_judge()
+    run_shard(tmp_path / "source0", judge, "0/2")
+    # Shard 1/2 of the same run, made by a version that split by id (its manifest without
+    # the rule, as that version wrote it).
+    stopped = asyncio.Event()
+    stopped.set()
+    old = tmp_path / "id1"
+    run_shard(old, judge, "1/2", stop=stopped)
+    recorded = manifest(old)
+    del recorded["shard"]["by"]  # type: ignore[attr-defined]
+    (old / "manifest.json").write_text(json.dumps(recorded))
+    run_shard(old, judge, "1/2", resume=True)
+
+    refused = summeval_merge(
+        str(tmp_path / "source0"), str(old), "--out", str(tmp_path / "merged"), cwd=tmp_path
+    )
+
+    assert refused.returncode == 2
+    assert "shards of different splits" in refused.stderr
+    assert f"{tmp_path / 'source0'} (shard 0/2) was split by source" in refused.stderr
+    assert f"{old} (shard 1/2) by id" in refused.stderr
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_merge_whose_shards_asked_one_source_different_questions_warns(
+    tmp_path: Path,
+) -> None:
+    # per_item: split by id, each item draws its own set; a source whose items lie in both
+    # shards was asked different sets in each.
+    judge = drawing_judge()
+    shards = [tmp_path / f"shard{i}" for i in (0, 1)]
+    for i, run_dir in enumerate(shards):
+        run_shard(run_dir, judge, f"{i}/2", questions="per_item")
+    split = {doc for doc in SOURCES if len({shard_of(f"{doc}-{n}", 2) for n in range(3)}) == 2}
+    # The data holds sources in both shards and one in a single shard (whose items' own sets
+    # differ as per_item draws do, and are no merge's doing).
+    assert 0 < len(split) < len(SOURCES)
+    assert manifest(shards[0])["shard"]["by"] == "id"  # type: ignore[index]
+
+    completed = summeval_merge(
+        *(str(run_dir) for run_dir in shards), "--out", str(tmp_path / "merged"), cwd=tmp_path
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert (
+        f"summeval-merge: warning: {len(split)} sources were asked different coverage "
+        "questions in different shards (split by id)"
+    ) in completed.stderr
+    assert manifest(tmp_path / "merged")["question_conflicts"] == len(split)
+    again = merge_runs(shards, tmp_path / "again")
+    assert again.question_conflicts == len(split)
 
 
 def test_a_source_read_from_the_agents_output_cannot_be_split_by_source(tmp_path: Path) -> None:

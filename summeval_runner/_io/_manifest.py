@@ -278,6 +278,7 @@ class MergedShard(_Part):
     run_id: str | None = None
     status: str | None = None
     items: int
+    by: ShardRule = "id"
 
 
 class Missing(_Part):
@@ -341,6 +342,9 @@ class Manifest(_Part):
     merged_at: Timestamp | None = None
     merged_from: tuple[MergedShard, ...] | None = None
     missing: Missing | None = None
+    # A merge's: sources whose items were asked different coverage questions in different
+    # shards (merge_runs); None for a run that is not a merge.
+    question_conflicts: int | None = None
 
     @model_validator(mode="before")
     @classmethod
