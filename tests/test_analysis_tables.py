@@ -24,6 +24,7 @@ from summeval_runner import (
 from summeval_runner._io._parquet import descriptions
 from summeval_runner._io._shards import shard_of
 from summeval_runner._io._tables import TABLES
+from summeval_runner._scorers._questions import source_fingerprint
 from tests.app import run_app
 
 TEXT = "The council approved the new bridge on Monday. It will cost 40 million. Work starts in May."
@@ -156,8 +157,14 @@ def test_an_error_rows_counts_are_missing_not_floats(tmp_path: Path) -> None:
 
 def test_shards_type_the_metadata_alike_and_their_merge_too(tmp_path: Path) -> None:
     # "rating" is an integer in the rows of one shard and a float in the other's: every shard
-    # reads every row's, so each types it float, and the merge keeps it.
-    rows = [{"rating": 2 + index if shard_of(f"d{index}", 2) else 2.5} for index in range(6)]
+    # reads every row's, so each types it float, and the merge keeps it. The run shares
+    # questions per source, so its shards are split by each row's source (its text).
+    in_shard_1 = [
+        shard_of(source_fingerprint(f"{TEXT} Copy {index}."), 2) == 1 for index in range(6)
+    ]
+    assert any(in_shard_1)
+    assert not all(in_shard_1)
+    rows = [{"rating": 2 + index if in_shard_1[index] else 2.5} for index in range(6)]
     data = DatasetFile(
         write_rows(tmp_path / "docs.jsonl", rows),
         FieldMap(input="text", id="id", metadata=("rating",)),

@@ -8,12 +8,14 @@ process is what they test.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -21,12 +23,29 @@ from hydra import compose, initialize_config_module
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 
-from summeval_runner import InputError, merge_runs
+from summeval_runner import (
+    FakeJudge,
+    InputError,
+    JudgeRequest,
+    create_summarization_scorer,
+    merge_runs,
+    run_evals,
+)
 from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._compare import history
 from summeval_runner._io._shards import Shard, shard_of
-from tests.app import ROOT, SAMPLE_ITEMS, SECRET, run_app, run_process, run_sweep, summeval_merge
+from summeval_runner._scorers._questions import source_fingerprint
+from tests.app import (
+    ROOT,
+    SAMPLE_ITEMS,
+    SECRET,
+    run_app,
+    run_process,
+    run_sweep,
+    summeval_merge,
+    table,
+)
 from tests.chat_server import ChatServer
 
 # Columns that differ between any two runs of the same config: the run's id and the clock.
@@ -131,7 +150,8 @@ def test_each_shard_scores_only_its_items_and_says_so(runs: dict[str, Path]) -> 
     assert ids[0] | ids[1] == everything
     for i in (0, 1):
         recorded = manifest(runs[f"shard{i}"])
-        assert recorded["shard"] == {"index": i, "count": 2, "items": len(ids[i])}
+        # The sample's sources are its items': split by source (questions=per_source).
+        assert recorded["shard"] == {"index": i, "count": 2, "items": len(ids[i]), "by": "source"}
         assert recorded["counts"]["total"] == len(ids[i])  # type: ignore[index]
         assert recorded["unfinished"] == 0
 
@@ -375,3 +395,256 @@ def test_the_cluster_launcher_configs_compose() -> None:
     assert launcher.timeout_min == 720
     assert ray.hydra.launcher._target_.endswith("ray_launcher.RayLauncher")
     assert ray.hydra.launcher.ray.init.address == "auto"
+
+
+# Six sources, three summaries of each (three systems under test): split by id, the items of
+# five of them would fall in both of two shards.
+SOURCES = {
+    f"doc{k}": f"Report {k}: the bridge opened on day {k}. It cost {k} million dollars. "
+    "Traffic fell."
+    for k in range(6)
+}
+SHARED_SOURCES = [
+    {"id": f"{doc}-{n}", "input": text, "output": f"System {n}: the bridge opened on day {k}."}
+    for k, (doc, text) in enumerate(SOURCES.items())
+    for n in range(3)
+]
+
+
+def drawing_judge() -> FakeJudge:
+    """A judge each of whose draws asks new questions (as a model shown each summary does):
+    two draws for one source never ask the same set."""
+    draws = 0
+
+    def preprocess(request: JudgeRequest) -> dict[str, Any]:
+        nonlocal draws
+        claims = [{"claim": "The bridge opened.", "supported": True, "reason": "said"}]
+        if request.schema_name == "summarization_claims":
+            return {"alignment": claims}
+        draws += 1
+        drawn = [f"Draw {draws}, question {i}?" for i in range(3)]
+        return {"alignment": claims, "questions": drawn}
+
+    return FakeJudge(
+        preprocess=preprocess,
+        analyze=lambda request: {
+            "coverage": [{"answered": True, "reason": "r"} for _ in request.payload.questions]
+        },
+    )
+
+
+def run_shard(
+    run_dir: Path,
+    judge: FakeJudge,
+    shard: str,
+    *,
+    questions: str = "per_source",
+    stop: asyncio.Event | None = None,
+    resume: bool = False,
+) -> None:
+    """One shard of a run over ``SHARED_SOURCES``, as a worker would run it."""
+    scorer = create_summarization_scorer(judge, {"questions": questions})
+    asyncio.run(
+        run_evals(
+            scorers=[scorer],
+            data=SHARED_SOURCES,
+            output_dir=run_dir,
+            resume=resume,
+            shard=shard,
+            cache="off",
+            stop=stop,
+        )
+    )
+
+
+def items_of(run_dir: Path) -> set[str]:
+    return set(table(run_dir, "items")["item_id"])
+
+
+def doc_of(item_id: str) -> str:
+    return item_id.split("-")[0]
+
+
+def test_a_per_source_run_splits_by_source_and_its_merge_asks_one_set_per_source(
+    tmp_path: Path,
+) -> None:
+    # Split by id, some source's items would land in both shards, each drawing its own set.
+    assert any(len({shard_of(f"{doc}-{n}", 2) for n in range(3)}) == 2 for doc in SOURCES)
+    # One judge for both shards: every draw, wherever made, asks a new set.
+    judge = drawing_judge()
+
+    shards = [tmp_path / f"shard{i}" for i in (0, 1)]
+    for i, run_dir in enumerate(shards):
+        run_shard(run_dir, judge, f"{i}/2")
+
+    held = [items_of(run_dir) for run_dir in shards]
+    assert held[0]
+    assert held[1]
+    assert held[0] | held[1] == {item["id"] for item in SHARED_SOURCES}
+    for i, run_dir in enumerate(shards):
+        # Each source's three items are all in the shard its text hashes to.
+        assert {doc_of(item) for item in held[i]} == {
+            doc for doc, text in SOURCES.items() if shard_of(source_fingerprint(text), 2) == i
+        }
+        assert len(held[i]) == 3 * len({doc_of(item) for item in held[i]})
+        assert manifest(run_dir)["shard"] == {
+            "index": i,
+            "count": 2,
+            "items": len(held[i]),
+            "by": "source",
+        }
+    # One draw per source, all shards together.
+    schemas = [request.schema_name for request in judge.requests_for("preprocess")]
+    assert schemas.count("summarization_preprocess") == len(SOURCES)
+
+    merged = merge_runs(shards, tmp_path / "merged")
+
+    assert merged.complete
+    assert (merged.by, merged.question_conflicts) == ("source", 0)
+    recorded = manifest(tmp_path / "merged")
+    assert recorded["question_conflicts"] == 0
+    assert [part["by"] for part in recorded["merged_from"]] == ["source", "source"]  # type: ignore[attr-defined]
+    questions = table(tmp_path / "merged", "questions")
+    sets = questions.groupby("source_sha256")["question"].apply(tuple)
+    assert len(sets) == len(SOURCES)  # one set per source
+    assert len(questions) == 3 * len(SOURCES)
+    coverage = table(tmp_path / "merged", "coverage").sort_values(["item_id", "position"])
+    asked = coverage.groupby("item_id")["question"].apply(tuple)
+    for doc, text in SOURCES.items():
+        # Every item of the source was asked the set questions.parquet holds for it.
+        assert {asked[f"{doc}-{n}"] for n in range(3)} == {sets[source_fingerprint(text)]}
+
+
+def test_a_resumed_shard_keeps_the_split_it_was_recorded_with(tmp_path: Path) -> None:
+    judge = drawing_judge()
+    stopped = asyncio.Event()
+    stopped.set()  # the shard stops before any item: interrupted, resumable
+    by_source, by_id = tmp_path / "by-source", tmp_path / "by-id"
+    for run_dir in (by_source, by_id):
+        run_shard(run_dir, judge, "0/2", stop=stopped)
+        assert manifest(run_dir)["status"] == "interrupted"
+    # by-id was recorded by a version that split every run by id, and did not say so.
+    recorded = manifest(by_id)
+    del recorded["shard"]["by"]  # type: ignore[attr-defined]
+    (by_id / "manifest.json").write_text(json.dumps(recorded))
+
+    for run_dir in (by_source, by_id):
+        run_shard(run_dir, judge, "0/2", resume=True)
+
+    assert items_of(by_source) == {
+        item["id"]
+        for item in SHARED_SOURCES
+        if shard_of(source_fingerprint(item["input"]), 2) == 0
+    }
+    assert items_of(by_id) == {
+        item["id"] for item in SHARED_SOURCES if shard_of(item["id"], 2) == 0
+    }
+    assert items_of(by_id) != items_of(by_source)
+    assert manifest(by_source)["shard"]["by"] == "source"  # type: ignore[index]
+    assert manifest(by_id)["shard"]["by"] == "id"  # type: ignore[index]
+
+
+def test_a_merge_of_shards_split_by_different_rules_is_refused(tmp_path: Path) -> None:
+    judge = drawing_judge()
+    run_shard(tmp_path / "source0", judge, "0/2")
+    # Shard 1/2 of the same run, made by a version that split by id (its manifest without
+    # the rule, as that version wrote it).
+    stopped = asyncio.Event()
+    stopped.set()
+    old = tmp_path / "id1"
+    run_shard(old, judge, "1/2", stop=stopped)
+    recorded = manifest(old)
+    del recorded["shard"]["by"]  # type: ignore[attr-defined]
+    (old / "manifest.json").write_text(json.dumps(recorded))
+    run_shard(old, judge, "1/2", resume=True)
+
+    refused = summeval_merge(
+        str(tmp_path / "source0"), str(old), "--out", str(tmp_path / "merged"), cwd=tmp_path
+    )
+
+    assert refused.returncode == 2
+    assert "shards of different splits" in refused.stderr
+    assert f"{tmp_path / 'source0'} (shard 0/2) was split by source" in refused.stderr
+    assert f"{old} (shard 1/2) by id" in refused.stderr
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_merge_whose_shards_asked_one_source_different_questions_warns(
+    tmp_path: Path,
+) -> None:
+    # per_item: split by id, each item draws its own set; a source whose items lie in both
+    # shards was asked different sets in each.
+    judge = drawing_judge()
+    shards = [tmp_path / f"shard{i}" for i in (0, 1)]
+    for i, run_dir in enumerate(shards):
+        run_shard(run_dir, judge, f"{i}/2", questions="per_item")
+    split = {doc for doc in SOURCES if len({shard_of(f"{doc}-{n}", 2) for n in range(3)}) == 2}
+    # The data holds sources in both shards and one in a single shard (whose items' own sets
+    # differ as per_item draws do, and are no merge's doing).
+    assert 0 < len(split) < len(SOURCES)
+    assert manifest(shards[0])["shard"]["by"] == "id"  # type: ignore[index]
+
+    completed = summeval_merge(
+        *(str(run_dir) for run_dir in shards), "--out", str(tmp_path / "merged"), cwd=tmp_path
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert (
+        f"summeval-merge: warning: {len(split)} sources were asked different coverage "
+        "questions in different shards (split by id)"
+    ) in completed.stderr
+    assert manifest(tmp_path / "merged")["question_conflicts"] == len(split)
+    again = merge_runs(shards, tmp_path / "again")
+    assert again.question_conflicts == len(split)
+
+
+def test_a_source_read_from_the_agents_output_cannot_be_split_by_source(tmp_path: Path) -> None:
+    judge = drawing_judge()
+    calls: list[Any] = []
+
+    def agent(input: Any) -> str:
+        calls.append(input)
+        return "The bridge opened."
+
+    options = {"source_extractor": lambda input, output: str(output)}
+    data = [{"id": item["id"], "input": item["input"]} for item in SHARED_SOURCES]
+
+    with pytest.raises(ConfigError) as refused:
+        asyncio.run(
+            run_evals(
+                scorers=[create_summarization_scorer(judge, options)],
+                data=data,
+                target=agent,
+                shard="0/2",
+                output_dir=tmp_path / "run",
+                cache="off",
+            )
+        )
+
+    message = str(refused.value)
+    for named in ("shard='0/2'", "questions='per_source'", "source_extractor", "target"):
+        assert named in message
+    assert "questions='per_item'" in message
+    assert "without a shard" in message
+    assert (judge.requests, calls) == ([], [])
+    assert not (tmp_path / "run").exists()
+    # The remedy: per_item questions, split by id.
+    asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer(judge, {**options, "questions": "per_item"})],
+            data=data,
+            target=agent,
+            shard="0/2",
+            output_dir=tmp_path / "per-item",
+            cache="off",
+        )
+    )
+    assert manifest(tmp_path / "per-item")["shard"]["by"] == "id"  # type: ignore[index]
+
+
+def test_the_app_says_a_shard_was_split_by_source(tmp_path: Path) -> None:
+    completed = run_app(tmp_path / "shard", "dataset.limit=4", "runner.shard=0/2", *QUIET)
+
+    assert completed.returncode == 0, completed.stderr
+    items = manifest(tmp_path / "shard")["shard"]["items"]  # type: ignore[index]
+    assert f"shard 0/2 (split by source): {items} of the dataset's 4 items" in completed.stdout

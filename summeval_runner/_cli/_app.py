@@ -145,8 +145,11 @@ def run_job(
         manifest = read_manifest(job.run_dir)
     shard = manifest.shard
     if shard is not None and manifest.dataset is not None:
+        # Split by source, shards are as uneven as the sources' item counts: said, so that a
+        # shard much larger or smaller than 1/N of the dataset is not taken for a fault.
+        split = " (split by source)" if shard.by == "source" else ""
         print(
-            f"shard {shard.index}/{shard.count}: {shard.items} of the dataset's "
+            f"shard {shard.index}/{shard.count}{split}: {shard.items} of the dataset's "
             f"{manifest.dataset.items} items"
         )
     print_summary(job.run_dir, manifest)

@@ -1,8 +1,10 @@
 """``summeval-merge``: join the run directories of shards (``runner.shard=I/N``) into one run.
 
 Exit codes: 0 merged (every shard, or what there is with ``--allow-missing``); 2 refused: not
-shards of one run, a shard given twice or overlapping another, shards missing, an output
-directory that is not empty. Nothing is written when refused.
+shards of one run, shards split by different rules (by id, by source), a shard given twice or
+overlapping another, shards missing, an output directory that is not empty. Nothing is written
+when refused. A merge whose shards asked one source's items different coverage questions is
+made, with a warning on stderr (``question_conflicts`` in its manifest).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._manifest import read_manifest
-from summeval_runner._io._merge import merge_runs
+from summeval_runner._io._merge import conflicts_warning, merge_runs
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -42,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"summeval-merge: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     shards = ", ".join(merged.shards)
-    print(f"merged {len(merged.shards)} of {merged.shard_count} shards ({shards})")
+    split = ", split by source" if merged.by == "source" else ""
+    print(f"merged {len(merged.shards)} of {merged.shard_count} shards ({shards}){split}")
+    if merged.question_conflicts:
+        print(f"summeval-merge: warning: {conflicts_warning(merged)}", file=sys.stderr)
     if not merged.complete:
         missing = ", ".join(merged.missing_shards) or "none"
         print(

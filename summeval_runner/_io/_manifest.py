@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, mod
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._metadata import MetadataKind, MetadataTypes
+from summeval_runner._io._shards import ShardRule
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._secrets import redact, redact_urls, scrub
 
@@ -173,11 +174,15 @@ class InputsFingerprint:
 
 
 class ShardInfo(_Part):
-    """Which shard of the dataset a run scored (``runner.shard=index/count``) and its items."""
+    """Which shard of the dataset a run scored (``runner.shard=index/count``), its items, and
+    what the split was by (``_shards``): the item's id, or its source's fingerprint."""
 
     index: int
     count: int
     items: int | None = None
+    # A shard written before the rule was recorded was split by id: its resume and its merge
+    # read it so.
+    by: ShardRule = "id"
 
 
 class Resumption(_Part):
@@ -273,6 +278,7 @@ class MergedShard(_Part):
     run_id: str | None = None
     status: str | None = None
     items: int
+    by: ShardRule = "id"
 
 
 class Missing(_Part):
@@ -336,6 +342,9 @@ class Manifest(_Part):
     merged_at: Timestamp | None = None
     merged_from: tuple[MergedShard, ...] | None = None
     missing: Missing | None = None
+    # A merge's: sources whose items were asked different coverage questions in different
+    # shards (merge_runs); None for a run that is not a merge.
+    question_conflicts: int | None = None
 
     @model_validator(mode="before")
     @classmethod

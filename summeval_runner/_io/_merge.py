@@ -5,6 +5,13 @@ new journal and compacted under the merged run's id, so rows come out in dataset
 built by the same function, and the aggregates are computed from the item rows, never averaged
 from the shards' aggregates. Its tables equal, row for row, those of the same run made in one
 process.
+
+A source's items all lie in one shard when the shards were split by source (``_shards``), so
+the one set of questions it drew is the one all of them were asked. Shards split by id (runs
+with ``questions="per_item"``, or recorded before splits by source) may each have asked a
+source's items their own: the merge counts the sources whose items were asked different sets
+in different shards (``question_conflicts``), says so, and keeps each set in
+``questions.parquet``. Shards split by different rules are not parts of one split: refused.
 """
 
 from __future__ import annotations
@@ -43,9 +50,11 @@ from summeval_runner._io._manifest import (
     setup_differences,
     write_manifest,
 )
-from summeval_runner._io._shards import Shard
+from summeval_runner._io._rows import ItemRecord
+from summeval_runner._io._shards import Shard, ShardRule
 from summeval_runner._io._tables import score_means
 from summeval_runner._scorers._outcome import RunCounts
+from summeval_runner._scorers._questions import source_fingerprint
 from summeval_runner._scorers._result import add_costs
 
 # Manifest fields that must agree for shards to be parts of one run.
@@ -65,6 +74,11 @@ class ShardRun:
     def unfinished(self) -> int:
         return self.manifest.unfinished or 0
 
+    @property
+    def by(self) -> ShardRule:
+        """What the shard's run split its items by (``id`` where it did not say)."""
+        return self.manifest.shard.by if self.manifest.shard is not None else "id"
+
 
 @dataclass(frozen=True)
 class MergedRun:
@@ -79,6 +93,11 @@ class MergedRun:
     # Items of the dataset in no shard given (missing shards, unfinished items).
     missing_items: int
     tables: dict[str, Path]
+    # Sources whose items were asked different coverage questions in different shards: their
+    # coverage is not measured on one question set (split by source, there are none).
+    question_conflicts: int = 0
+    # What the shards were split by (ShardRule).
+    by: ShardRule = "id"
 
     @property
     def items(self) -> int:
@@ -120,6 +139,15 @@ def _check_same_run(runs: list[ShardRun]) -> None:
             raise InputError(
                 f"these are shards of different splits: {first.path} is shard {first.shard}, "
                 f"{run.path} is shard {run.shard}"
+            )
+        if run.by != first.by:
+            # Their items overlap and miss some: a source split and an id split do not agree.
+            raise InputError(
+                f"these are shards of different splits: {first.path} (shard {first.shard}) was "
+                f"split by {first.by}, {run.path} (shard {run.shard}) by {run.by}; the shards "
+                "of one run must be split alike: run the ones split by id again, in new "
+                "directories, with this version, which splits a questions=per_source run by "
+                "source (a resume keeps a shard's split; versions that record none split by id)"
             )
         differences = config_differences(first.manifest.config, run.manifest.config)
         differences += setup_differences(first.manifest.setup, run.manifest.setup)
@@ -218,13 +246,20 @@ def merge_runs(
     building = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
     try:
         writer = RunWriter(building)
+        asked = _AskedQuestions()
+        written: set[tuple[str, str, tuple[str, ...]]] = set()
         try:
-            for run in runs:
-                # Each shard's question sets (the first of each source is kept): shards that
-                # shared a response cache asked the same ones.
+            for part, run in enumerate(runs):
+                # Each shard's question sets, each set once: shards that shared a response
+                # cache asked the same ones. Different sets of one source are all kept (what
+                # its items were asked), and counted below.
                 for questions in journaled_questions(run.path):
-                    writer.write_questions(questions)
+                    seen = (questions.judge, questions.key, questions.questions)
+                    if seen not in written:
+                        written.add(seen)
+                        writer.write_questions(questions)
                 for record in journal_records(run.path / JOURNAL):
+                    asked.add(part, record)
                     writer.write(record)
             compacted = writer.compact(
                 run_id=run_id,
@@ -247,6 +282,8 @@ def merge_runs(
             counts=totals,
             missing_items=max(expected - totals.total, 0),
             tables={name: out / path.name for name, path in tables.items()},
+            question_conflicts=asked.conflicts(),
+            by=runs[0].by,
         )
         write_runs_table(building, _write_manifest(building, runs, merged, unfinished, noise))
         if out.exists():
@@ -256,6 +293,71 @@ def merge_runs(
         shutil.rmtree(building, ignore_errors=True)
         raise
     return merged
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a source's items were asked, as far as a conflict needs: the first part and set
+    (a hash of its questions) met, and whether another part, and another set, were met."""
+
+    part: int
+    questions: int
+    other_part: bool = False
+    other_questions: bool = False
+
+    def met(self, part: int, questions: int) -> _Asked:
+        return _Asked(
+            self.part,
+            self.questions,
+            self.other_part or part != self.part,
+            self.other_questions or questions != self.questions,
+        )
+
+    @property
+    def conflict(self) -> bool:
+        # Two parts and two sets: then some item of one part was asked another set than some
+        # item of another (a per_item part's items may differ among themselves: not a merge's
+        # doing, and not counted while the source lies in that part alone).
+        return self.other_part and self.other_questions
+
+
+class _AskedQuestions:
+    """The coverage questions each source's items were asked, by part of a merge, for each
+    scorer: a source asked different sets in different parts is a conflict. Items that were
+    asked none (errors, unscorable, a judge that wrote no question) are not counted."""
+
+    def __init__(self) -> None:
+        self._sources: dict[tuple[str, str], _Asked] = {}
+
+    def add(self, part: int, record: ItemRecord) -> None:
+        for outcome in record.outcomes:
+            result = outcome.summarization
+            if result is None or result.source is None or not result.asked_questions:
+                continue
+            key = (outcome.scorer_id, source_fingerprint(result.source))
+            # A hash of the set: compared within this process only, so Python's salted hash
+            # serves, at 8 bytes a source.
+            questions = hash(result.asked_questions)
+            known = self._sources.get(key)
+            self._sources[key] = (
+                _Asked(part, questions) if known is None else known.met(part, questions)
+            )
+
+    def conflicts(self) -> int:
+        return sum(asked.conflict for asked in self._sources.values())
+
+
+def conflicts_warning(merged: MergedRun) -> str:
+    """What a merge whose shards asked one source's items different questions tells its user."""
+    count = merged.question_conflicts
+    sources = f"{count} source{'s were' if count != 1 else ' was'}"
+    return (
+        f"{sources} asked different coverage questions in different shards (split by "
+        f"{merged.by}): their items' coverage was not measured on one question set, so a "
+        "paired coverage comparison over them does not hold (question_conflicts in the "
+        "manifest; questions.parquet holds each set). Shards of a scorer.questions=per_source "
+        "run split by source ask one set per source"
+    )
 
 
 def _cost(runs: list[ShardRun]) -> RunCost | None:
@@ -307,9 +409,11 @@ def _write_manifest(
                 run_id=run.manifest.run_id,
                 status=run.manifest.status,
                 items=len(run.item_ids),
+                by=run.by,
             )
             for run in runs
         ),
+        question_conflicts=merged.question_conflicts,
         missing=Missing(
             shards=merged.missing_shards,
             items=merged.missing_items,

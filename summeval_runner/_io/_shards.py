@@ -1,8 +1,12 @@
-"""Shards: a run split by item id across processes or machines (``runner.shard=I/N``).
+"""Shards: a run split across processes or machines (``runner.shard=I/N``).
 
-An item belongs to shard ``sha256(item id) mod N``: the split depends on nothing but the id, so
-every worker computes it alone, a resumed shard holds the same items, and the shards of one
-dataset are disjoint and cover it.
+An item belongs to shard ``sha256(key) mod N``, where the key is the item's id, or, in a run
+that shares each source's coverage questions (``questions="per_source"``), the fingerprint of
+its source text (``ShardRule``: ``"id"`` or ``"source"``). The split depends on nothing but the
+item, so every worker computes it alone, a resumed shard holds the same items, and the shards
+of one dataset are disjoint and cover it. Split by source, all the items of a source are in
+one shard, so the one process that draws its questions asks them of every item of it: shards
+split by id would each draw their own set for a source whose items they share.
 """
 
 from __future__ import annotations
@@ -10,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from summeval_runner._errors import ConfigError
 
+# What an item's shard is chosen by: its id, or its source's fingerprint (source_fingerprint).
+ShardRule = Literal["id", "source"]
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
@@ -43,18 +50,20 @@ class Shard:
             )
         return cls(index, count)
 
-    def holds(self, item_id: str) -> bool:
-        return shard_of(item_id, self.count) == self.index
+    def holds(self, key: str) -> bool:
+        """Whether the item with this key (its id, or its source's fingerprint) is this one's."""
+        return shard_of(key, self.count) == self.index
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
 
 
-def shard_of(item_id: str, count: int) -> int:
-    """The shard an item id falls in: stable across processes, machines and Python versions.
+def shard_of(key: str, count: int) -> int:
+    """The shard an item's key (its id, or its source's fingerprint) falls in: stable across
+    processes, machines and Python versions.
 
     >>> shard_of("doc-1", 1)
     0
     """
-    digest = hashlib.sha256(item_id.encode("utf-8")).digest()
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count

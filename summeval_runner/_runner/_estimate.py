@@ -44,7 +44,7 @@ from summeval_runner._runner._cache import (
     default_cache_path,
     request_key,
 )
-from summeval_runner._runner._items import prepare
+from summeval_runner._runner._items import prepare, shard_rule
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._questions import QuestionBank
 from summeval_runner._scorers._result import add_costs
@@ -237,7 +237,8 @@ async def estimate_evals(
         raise ConfigError("estimate_evals needs a scorer that takes a judge, got none")
     scorer = judged[0]
     judge = scorer.judge
-    items = prepare(data, scorers, target is not None, opts.shard, None)
+    by = shard_rule(scorers, target is not None, opts.shard)
+    items = prepare(data, scorers, target is not None, opts.shard, None, by or "id")
     estimate = RunEstimate(
         items=0,
         scorable=0,

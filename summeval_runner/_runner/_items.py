@@ -3,7 +3,8 @@ dataset position, and what is known of them before the run starts.
 
 An input or a precomputed output that the summarization scorer reads is checked with the
 scorer's own reading rule (``check_readable``), so no item the check lets through fails, or
-reads as blank, later for its shape.
+reads as blank, later for its shape. A sharded run draws only its shard's items, chosen by id
+or by source (``shard_rule``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from summeval_runner._errors import InputError
+from summeval_runner._errors import ConfigError, InputError
 from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
 from summeval_runner._io._manifest import (
     DatasetInfo,
@@ -23,8 +24,9 @@ from summeval_runner._io._manifest import (
     inputs_fingerprint,
 )
 from summeval_runner._io._metadata import MetadataReader
-from summeval_runner._io._shards import Shard
+from summeval_runner._io._shards import Shard, ShardRule
 from summeval_runner._messages import check_readable
+from summeval_runner._scorers._questions import source_fingerprint
 from summeval_runner._scorers._summarization import SummarizationScorer
 
 
@@ -150,6 +152,95 @@ def _as_item(
     return item
 
 
+def shard_rule(
+    scorers: Sequence[object],
+    has_target: bool,
+    shard: Shard | None,
+    recorded: ShardRule | None = None,
+) -> ShardRule | None:
+    """What a sharded run splits its items by (``None``: not sharded): ``recorded``, the rule
+    of the run being resumed, so that a resumed shard holds the same items; else by source
+    when a summarization scorer shares each source's questions (``questions="per_source"``),
+    so that one shard draws a source's questions and asks them of all its items; else by id.
+
+    ``ConfigError``, before any judge call, when a split by source cannot be made before the
+    run: a source read from the agent's output (``source_extractor`` with a target), or
+    scorers that read an item's source differently."""
+    if shard is None:
+        return None
+    by: ShardRule = recorded or ("source" if _sharing(scorers) else "id")
+    if by == "source":
+        _source_reader(scorers, has_target, shard)
+    return by
+
+
+def _sharing(scorers: Sequence[object]) -> list[SummarizationScorer]:
+    """The summarization scorers that draw each source's questions once and share them."""
+    return [
+        s
+        for s in scorers
+        if isinstance(s, SummarizationScorer) and s.options.questions == "per_source"
+    ]
+
+
+def _source_reader(
+    scorers: Sequence[object], has_target: bool, shard: Shard
+) -> SummarizationScorer:
+    """The scorer whose reading of an item's source chooses its shard, checked to be one that
+    can be read before the run and the same for every scorer that shares questions."""
+    sharing = _sharing(scorers)
+    if not sharing:
+        # Only a resume gets here (the run was split by source, its scorers now share no
+        # questions): its config check would refuse it too, less plainly.
+        raise ConfigError(
+            f"resume: the run being resumed (shard {shard}) was split by source, for "
+            "questions='per_source', and its scorers now draw questions per item; resume it "
+            "with the same scorer settings"
+        )
+    reader = sharing[0]
+    if has_target and reader.options.source_extractor is not None:
+        raise ConfigError(
+            f"shard={str(shard)!r} with questions='per_source' splits the items by their "
+            "source, which must be known before the run, and source_extractor with a target "
+            "reads it from the agent's output: use questions='per_item' "
+            "(scorer.questions=per_item), or run without a shard"
+        )
+    readings = {(s.options.source, s.options.source_extractor) for s in sharing}
+    if len(readings) > 1:
+        raise ConfigError(
+            f"shard={str(shard)!r} splits the items by their source, and the scorers with "
+            f"questions='per_source' read sources differently ({len(readings)} different "
+            "source/source_extractor settings), so no split keeps each one's sources whole: "
+            "give them the same source settings, questions='per_item' to all but one, or "
+            "run without a shard"
+        )
+    return reader
+
+
+def _in_shard(
+    scorers: Sequence[object], has_target: bool, shard: Shard | None, by: ShardRule
+) -> Callable[[Item], bool]:
+    """Whether an item is the shard's (every item is when there is none): chosen under ``by``
+    by its id, or by its source's fingerprint (the one its questions are shared under)."""
+    if shard is None:
+        return lambda item: True
+    if by == "id":
+        return lambda item: shard.holds(item.id)
+    reader = _source_reader(scorers, has_target, shard)
+
+    def by_source(item: Item) -> bool:
+        try:
+            source = reader.source_of(item.input, item.output)
+        except Exception:
+            # A source that cannot be read (a source_extractor that raises on this item) fails
+            # the item when it is scored, with this same error, before any question is drawn:
+            # it has no questions to share, and its id places it as well as anything.
+            return shard.holds(item.id)
+        return shard.holds(source_fingerprint(source))
+
+    return by_source
+
+
 @dataclass(frozen=True)
 class Items:
     """The items a run draws, each with its dataset position, and what is known in advance."""
@@ -166,13 +257,13 @@ def prepare(
     has_target: bool,
     shard: Shard | None,
     total: int | None,
+    by: ShardRule = "id",
 ) -> Items:
     """Check what can be checked before any work: a list or a dataset file whole, each row of
-    a file read once to check it and again as items start; other iterables item by item."""
+    a file read once to check it and again as items start; other iterables item by item.
+    A shard's items are those whose key under ``by`` (``shard_rule``) falls in it."""
     reads = Reads.of(scorers, has_target)
-
-    def wanted(item: Item) -> bool:
-        return shard is None or shard.holds(item.id)
+    wanted = _in_shard(scorers, has_target, shard, by)
 
     def chosen(entries: Iterator[tuple[int, Item]]) -> Iterator[tuple[int, Item]]:
         return ((p, item) for p, item in entries if wanted(item))

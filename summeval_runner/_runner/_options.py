@@ -56,7 +56,9 @@ class RunOptions:
     - ``retry``: the retry policy of judge requests (a ``RetryPolicy`` or a mapping of its fields).
     - ``cache``: the judge response cache, ``off``, ``read``, ``write`` or ``readwrite``, in
       ``cache_path`` (``None``: ``$SUMMEVAL_CACHE_DIR``, else ``~/.cache/summeval_runner/``).
-    - ``shard``: ``"I/N"``, score only the items whose id hashes to shard I of N.
+    - ``shard``: ``"I/N"``, score only the items that hash to shard I of N: by their source's
+      fingerprint when a summarization scorer shares questions per source (every item of a
+      source in one shard), else by their id (``_items.shard_rule``).
     - ``shutdown_grace_s``: once ``stop`` is set, how long items in flight get to finish.
     - ``progress``: show a progress bar (a plain line every 10 s when not on a terminal).
     - ``max_error_rate``: the share of errored items a run may have and still pass

@@ -51,6 +51,7 @@ from summeval_runner._io._manifest import (
     write_manifest,
 )
 from summeval_runner._io._rows import ItemRecord
+from summeval_runner._io._shards import ShardRule
 from summeval_runner._io._tables import score_means
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
@@ -78,6 +79,8 @@ class RunPlan:
     dataset: DatasetInfo | None
     # Items this run is to finish: the dataset's, or its shard's (None: not known in advance).
     selected: int | None
+    # What a sharded run's items were split by (items.shard_rule).
+    shard_by: ShardRule = "id"
 
 
 class RunRecorder:
@@ -161,7 +164,9 @@ class RunRecorder:
                 overrides=previous.overrides if previous else plan.overrides,
                 dataset=plan.dataset,
                 shard=(
-                    ShardInfo(index=shard.index, count=shard.count, items=plan.selected)
+                    ShardInfo(
+                        index=shard.index, count=shard.count, items=plan.selected, by=plan.shard_by
+                    )
                     if shard
                     else None
                 ),
@@ -454,6 +459,17 @@ def _earlier_traffic(contents: JournalContents, previous: Manifest | None) -> Pa
         cache_hits=judge.cache.hits if judge else 0,
         cache_stored=judge.cache.stored if judge else 0,
     )
+
+
+def recorded_shard_rule(run_dir: Path) -> ShardRule | None:
+    """What the sharded run in ``run_dir`` split its items by, so that its resume draws the same
+    items (``None``: no shard recorded, or no manifest to read, which the resume's own checks
+    report)."""
+    try:
+        shard = read_manifest(run_dir).shard
+    except InputError:
+        return None
+    return shard.by if shard is not None else None
 
 
 def _previous(run_dir: Path, plan: RunPlan) -> Manifest:

@@ -31,11 +31,17 @@ from summeval_runner._io._manifest import (
 )
 from summeval_runner._judges._protocol import Price, judge_price
 from summeval_runner._runner._batch import Batch, Hook
-from summeval_runner._runner._items import prepare
+from summeval_runner._runner._items import prepare, shard_rule
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
-from summeval_runner._runner._record import RunPlan, RunRecorder, final_status, unfinished_items
+from summeval_runner._runner._record import (
+    RunPlan,
+    RunRecorder,
+    final_status,
+    recorded_shard_rule,
+    unfinished_items,
+)
 from summeval_runner._runner._setup import describe_setup
 from summeval_runner._runner._spend import Spend
 from summeval_runner._scorers._outcome import ItemResult, RunCounts, gate_failure
@@ -173,6 +179,11 @@ async def run_evals(
     there are kept, those that ended in error are tried again, and the run is refused
     (``ConfigError``) if its setup, its config's dataset, target, model or scorer sections, its
     data or its shard differ.
+
+    **Shards.** ``shard="I/N"`` scores shard I of N of the items: split by each item's source
+    when a summarization scorer shares questions per source (so that all the items of a source
+    are in one shard, asked one set of questions), else by item id; a resumed shard keeps the
+    split it was made with (``shard_rule``).
     """
     opts = RunOptions.of(options, option_values)
     ids = _scorer_ids(scorers)
@@ -187,7 +198,15 @@ async def run_evals(
             f"items or a DatasetFile, got {type(data).__name__}"
         )
     _check_budget(opts, scorers, target)
-    items = prepare(data, scorers, target is not None, opts.shard, total)
+    # A resumed shard keeps the split it was made with (a run recorded before splits by source
+    # were made was split by id), so that it draws the same items.
+    recorded_by = (
+        recorded_shard_rule(Path(output_dir))
+        if resume and output_dir is not None and opts.shard is not None
+        else None
+    )
+    by = shard_rule(scorers, target is not None, opts.shard, recorded_by)
+    items = prepare(data, scorers, target is not None, opts.shard, total, by or "id")
     spend = Spend(max_cost=opts.max_cost, max_tokens=opts.max_tokens, batch=opts.mode == "batch")
     judges = JudgeStack(opts, spend)
     recorder: RunRecorder | None = None
@@ -212,6 +231,7 @@ async def run_evals(
                 overrides=tuple(overrides),
                 dataset=items.dataset,
                 selected=items.selected,
+                shard_by=by or "id",
             )
             recorder = RunRecorder.open(Path(output_dir), resume=resume, plan=plan)
             spend.add_earlier(recorder.traffic())
