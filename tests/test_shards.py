@@ -43,6 +43,7 @@ from tests.app import (
     run_app,
     run_process,
     run_sweep,
+    summeval_compare,
     summeval_merge,
     table,
 )
@@ -570,17 +571,21 @@ def test_a_merge_of_shards_split_by_different_rules_is_refused(tmp_path: Path) -
 
 
 def test_a_merge_whose_shards_asked_one_source_different_questions_warns(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # per_item: split by id, each item draws its own set; a source whose items lie in both
-    # shards was asked different sets in each.
+    # per_source shards made by a version that split every run by id: each shard drew its own
+    # set for a source whose items lie in both, so its items were asked different sets.
     judge = drawing_judge()
+    stopped = asyncio.Event()
+    stopped.set()
     shards = [tmp_path / f"shard{i}" for i in (0, 1)]
     for i, run_dir in enumerate(shards):
-        run_shard(run_dir, judge, f"{i}/2", questions="per_item")
+        run_shard(run_dir, judge, f"{i}/2", stop=stopped)
+        recorded = manifest(run_dir)
+        del recorded["shard"]["by"]  # type: ignore[attr-defined]
+        (run_dir / "manifest.json").write_text(json.dumps(recorded))
+        run_shard(run_dir, judge, f"{i}/2", resume=True)
     split = {doc for doc in SOURCES if len({shard_of(f"{doc}-{n}", 2) for n in range(3)}) == 2}
-    # The data holds sources in both shards and one in a single shard (whose items' own sets
-    # differ as per_item draws do, and are no merge's doing).
     assert 0 < len(split) < len(SOURCES)
     assert manifest(shards[0])["shard"]["by"] == "id"  # type: ignore[index]
 
@@ -589,13 +594,35 @@ def test_a_merge_whose_shards_asked_one_source_different_questions_warns(
     )
 
     assert completed.returncode == 0, completed.stderr
-    assert (
-        f"summeval-merge: warning: {len(split)} sources were asked different coverage "
-        "questions in different shards (split by id)"
-    ) in completed.stderr
+    warning = (
+        f"{len(split)} sources were asked different coverage questions in different shards "
+        "(split by id)"
+    )
+    assert f"summeval-merge: warning: {tmp_path / 'merged'}: {warning}" in completed.stderr
     assert manifest(tmp_path / "merged")["question_conflicts"] == len(split)
-    again = merge_runs(shards, tmp_path / "again")
+    # From Python, the same count and the same warning, logged.
+    with caplog.at_level("WARNING", logger="summeval_runner"):
+        again = merge_runs(shards, tmp_path / "again")
     assert again.question_conflicts == len(split)
+    assert warning in caplog.text
+    # A comparison with the merged run says its coverage is not paired over those sources.
+    compared = summeval_compare(
+        str(tmp_path / "merged"), "--baseline", str(tmp_path / "again"), cwd=tmp_path
+    )
+    assert compared.returncode == 0, compared.stderr
+    assert "merged from shards that asked" in compared.stderr
+
+
+def test_a_merge_of_per_item_shards_counts_no_conflict(tmp_path: Path) -> None:
+    # per_item: each item draws its own set, sharded or not; nothing for a merge to warn of.
+    judge = drawing_judge()
+    shards = [tmp_path / f"shard{i}" for i in (0, 1)]
+    for i, run_dir in enumerate(shards):
+        run_shard(run_dir, judge, f"{i}/2", questions="per_item")
+
+    merged = merge_runs(shards, tmp_path / "merged")
+
+    assert merged.question_conflicts == 0
 
 
 def test_a_source_read_from_the_agents_output_cannot_be_split_by_source(tmp_path: Path) -> None:

@@ -309,6 +309,17 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
     for pairing in content_pairings(loaded, base):
         print(f"summeval-compare: warning: {pairing.describe()}", file=sys.stderr)
+    for each in loaded:
+        if each.manifest.question_conflicts:
+            # A merge of shards that asked one source different questions: its coverage is
+            # not paired question by question with the other run's for those sources.
+            print(
+                f"summeval-compare: warning: {each.path} was merged from shards that asked "
+                f"{each.manifest.question_conflicts} source(s) different coverage questions "
+                "(question_conflicts in its manifest): its coverage differences over those "
+                "sources carry the noise of the question choice",
+                file=sys.stderr,
+            )
     out.mkdir(parents=True, exist_ok=True)
     table_path = write_comparison(comparison, out / "comparison.parquet")
     print_comparison(comparison)

@@ -10,18 +10,46 @@ made, with a warning on stderr (``question_conflicts`` in its manifest).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._manifest import read_manifest
-from summeval_runner._io._merge import conflicts_warning, merge_runs
+from summeval_runner._io._merge import merge_runs
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
+class _Prefixed(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"summeval-merge: {record.levelname.lower()}: {record.getMessage()}"
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """The library's warnings (sources asked different questions, damaged journal lines) on
+    stderr, named as this command's, for as long as the command runs."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_Prefixed())
+    library = logging.getLogger("summeval_runner")
+    library.addHandler(handler)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    with _warnings_on_stderr():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="summeval-merge",
         description="Merge the run directories of shards 0/N .. N-1/N (summeval-run "
@@ -46,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     shards = ", ".join(merged.shards)
     split = ", split by source" if merged.by == "source" else ""
     print(f"merged {len(merged.shards)} of {merged.shard_count} shards ({shards}){split}")
-    if merged.question_conflicts:
-        print(f"summeval-merge: warning: {conflicts_warning(merged)}", file=sys.stderr)
     if not merged.complete:
         missing = ", ".join(merged.missing_shards) or "none"
         print(

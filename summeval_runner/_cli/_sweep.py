@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from summeval_runner._cli._config import job_dir_name
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
-from summeval_runner._io._merge import conflicts_warning, merge_runs
+from summeval_runner._io._merge import merge_runs
 
 logger = logging.getLogger("summeval_runner")
 MERGED = "merged"
@@ -148,13 +148,11 @@ def merge_shards(sweep_dir: Path) -> None:
             continue
         out = sweep_dir / variant.name
         try:
-            merged = merge_runs(variant.shards, out)
+            merge_runs(variant.shards, out)  # warns of question conflicts itself
         except SummevalError as error:
             logger.error("the shards of %s were not merged: %s", ",".join(variant.overrides), error)
             continue
         print(f"sweep shards merged: {out}")
-        if merged.question_conflicts:
-            logger.warning("%s: %s", out, conflicts_warning(merged))
 
 
 def write_variants(sweep_dir: Path, found: Sequence[Variant]) -> Path:

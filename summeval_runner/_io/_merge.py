@@ -16,14 +16,16 @@ in different shards (``question_conflicts``), says so, and keeps each set in
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._history import write_runs_table
@@ -56,6 +58,8 @@ from summeval_runner._io._tables import score_means
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._questions import source_fingerprint
 from summeval_runner._scorers._result import add_costs
+
+logger = logging.getLogger("summeval_runner")
 
 # Manifest fields that must agree for shards to be parts of one run.
 _SAME = ("variant", "prompt_version")
@@ -246,7 +250,7 @@ def merge_runs(
     building = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
     try:
         writer = RunWriter(building)
-        asked = _AskedQuestions()
+        asked = _AskedQuestions(_sharing_scorers(runs[0].manifest.setup))
         written: set[tuple[str, str, tuple[str, ...]]] = set()
         try:
             for part, run in enumerate(runs):
@@ -292,6 +296,8 @@ def merge_runs(
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
+    if merged.question_conflicts:
+        logger.warning("%s: %s", out, conflicts_warning(merged))
     return merged
 
 
@@ -326,13 +332,18 @@ class _AskedQuestions:
     scorer: a source asked different sets in different parts is a conflict. Items that were
     asked none (errors, unscorable, a judge that wrote no question) are not counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, sharing: frozenset[str]) -> None:
+        # The scorers that share each source's questions (per_source): a per_item scorer's
+        # items of one source differ by design, sharded or not, and are not counted.
+        self._sharing = sharing
         self._sources: dict[tuple[str, str], _Asked] = {}
 
     def add(self, part: int, record: ItemRecord) -> None:
         for outcome in record.outcomes:
             result = outcome.summarization
             if result is None or result.source is None or not result.asked_questions:
+                continue
+            if outcome.scorer_id not in self._sharing:
                 continue
             key = (outcome.scorer_id, source_fingerprint(result.source))
             # A hash of the set: compared within this process only, so Python's salted hash
@@ -345,6 +356,16 @@ class _AskedQuestions:
 
     def conflicts(self) -> int:
         return sum(asked.conflict for asked in self._sources.values())
+
+
+def _sharing_scorers(setup: Mapping[str, Any]) -> frozenset[str]:
+    """The scorers of a run's setup that draw each source's questions once (per_source)."""
+    scorers = setup.get("scorer", {})
+    return frozenset(
+        scorer_id
+        for scorer_id, settings in (scorers.items() if isinstance(scorers, Mapping) else ())
+        if isinstance(settings, Mapping) and settings.get("questions") == "per_source"
+    )
 
 
 def conflicts_warning(merged: MergedRun) -> str:

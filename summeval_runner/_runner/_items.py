@@ -205,7 +205,8 @@ def _source_reader(
             "reads it from the agent's output: use questions='per_item' "
             "(scorer.questions=per_item), or run without a shard"
         )
-    readings = {(s.options.source, s.options.source_extractor) for s in sharing}
+    # By identity: an extractor need not be hashable, and two equal-looking ones may differ.
+    readings = {(s.options.source, id(s.options.source_extractor)) for s in sharing}
     if len(readings) > 1:
         raise ConfigError(
             f"shard={str(shard)!r} splits the items by their source, and the scorers with "
