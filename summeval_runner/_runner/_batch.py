@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from summeval_runner._errors import (
@@ -461,14 +461,16 @@ class Batch:
             self.count(counts)
         return usage, cost
 
-    async def _working(self, evaluation: Awaitable[Any]) -> Any:
+    async def _working(self, scorer: Any, input: Any, output: Any) -> Any:
+        # The scorer's coroutine is made here, not by the caller: a task cancelled before its
+        # first step (a run cancelled as its items start) would leave one never awaited.
         with self.idle.working():
-            return await evaluation
+            return await _run_scorer(scorer, input, output)
 
     async def score(self, scorers: Sequence[Any], input: Any, output: Any) -> dict[str, Any]:
         """Every scorer's result (of one trial), or the ErrorInfo of the scorer that raised."""
         outcomes = await asyncio.gather(
-            *(self._working(_run_scorer(scorer, input, output)) for scorer in scorers),
+            *(self._working(scorer, input, output) for scorer in scorers),
             return_exceptions=True,
         )
         results: dict[str, Any] = {}

@@ -245,7 +245,9 @@ class QuestionBank:
 
     def _done(self, key: QuestionKey) -> None:
         pending = self._drawing.pop(key, None)
-        if pending is not None and not pending.done():
+        # A loop already closed (a drawing evaluation collected after its run ended) has no
+        # waiter left to wake, and would raise from set_result.
+        if pending is not None and not pending.done() and not pending.get_loop().is_closed():
             pending.set_result(None)
 
     def _also_drew(self, key: QuestionKey, held: QuestionSet, drawer: str) -> None:
