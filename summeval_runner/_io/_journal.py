@@ -383,7 +383,11 @@ class RunWriter:
         schemas = {**TABLES, "items": items_schema(metadata)}
         paths = {name: self.run_dir / f"{name}.parquet" for name in schemas}
         writers = {
-            name: pq.ParquetWriter(_partial(paths[name]), schemas[name])
+            name: pq.ParquetWriter(
+                _partial(paths[name]),
+                schemas[name],
+                write_statistics=_statistics_columns(schemas[name]),
+            )
             for name in ("items", "alignment", "coverage")
         }
         summary = Summary()
@@ -423,6 +427,22 @@ class RunWriter:
         for path in paths.values():
             os.replace(_partial(path), path)
         return Compacted(tables=paths, counts=RunCounts.of(statuses), noise=noise)
+
+
+def _statistics_columns(schema: pa.Schema) -> list[str]:
+    """The columns whose row groups carry min/max statistics: all but text and lists. A text
+    column's (a source, a summary, a reason) would repeat two of its values in the file's
+    footer for every row group, held in memory until the writer closes: for statistics no
+    query of these tables uses."""
+    return [
+        field.name
+        for field in schema
+        if not (
+            pa.types.is_string(field.type)
+            or pa.types.is_large_string(field.type)
+            or pa.types.is_list(field.type)
+        )
+    ]
 
 
 def _write_questions(journal: Path, path: Path, *, run_id: str, variant: str) -> None:
