@@ -41,9 +41,11 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", 
 _SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 # Query parameters that carry a credential (key=, api_key=, token=, access_token=, sig=, ...).
 _SECRET_PARAMETER = re.compile(r"key|token|secret|passw|auth|sig|credential", re.IGNORECASE)
-# The user information of a URL in text: "scheme://user:password@".
-_URL_USERINFO = re.compile(r"(?<=://)[^/?#@\s'\"]+@")
-_URL_QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&#\s'\"]+)=([^&#\s'\"]*)")
+# The user information of a URL in text: "scheme://user:password@". Neither it nor a query
+# value runs past a backslash: in JSON text (a manifest) a URL in quotes ends at an escaped
+# quote, and the backslash of that escape must survive the redaction or the JSON breaks.
+_URL_USERINFO = re.compile(r"(?<=://)[^/?#@\s'\"\\]+@")
+_URL_QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&#\s'\"\\]+)=([^&#\s'\"\\]*)")
 # A command-line override that sets a secret-looking key: "+model.api_key=sk-...".
 _SECRET_OVERRIDE = re.compile(
     r"([+~]{0,2}[\w.\-]*(?:api[_-]?key|token|secret|password|authorization))=.+", re.I | re.S

@@ -18,14 +18,31 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner import ItemResult, run_evals
+from summeval_runner._cli import _app
+from summeval_runner._cli._bundled import CONFIG_NAME
 from summeval_runner._scorers._summarization import create_summarization_scorer
-from summeval_runner._secrets import redact_url, register_secret, register_url_secrets, scrub
-from tests.app import SAMPLE, run_app, run_process, run_sweep, summeval_compare, table
+from summeval_runner._secrets import (
+    redact_url,
+    redact_urls,
+    register_secret,
+    register_url_secrets,
+    scrub,
+)
+from tests.app import (
+    SAMPLE,
+    run_app,
+    run_command,
+    run_process,
+    run_sweep,
+    summeval_compare,
+    table,
+)
 from tests.chat_server import MALFORMED, ChatServer, Fault, Reply, valid_content
 
 
@@ -97,7 +114,9 @@ def test_keys_and_base_url_credentials_never_reach_a_file_or_the_output(
             # Names that no "KEY", "TOKEN" or "SECRET" pattern would flag.
             "model.api_key_env=MY_JUDGE_CRED",
             "target=llm_summarizer",
-            f"target.base_url='{echoing_server.base_url}?token={agent_query}'",
+            # Double quotes, as a shell user writes them: the run's label holds them, and its
+            # manifest escapes them as \" right where the redacted value ends.
+            f'target.base_url="{echoing_server.base_url}?token={agent_query}"',
             "target.api_key_env=MY_AGENT_CRED",
             "dataset.limit=5",
             "runner.max_items_in_flight=1",
@@ -111,6 +130,8 @@ def test_keys_and_base_url_credentials_never_reach_a_file_or_the_output(
     )
 
     assert completed.returncode == 1, completed.stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+    assert f'target.base_url="{echoing_server.base_url}?token=***"' in manifest["overrides"]
     items = table(run_dir, "items")
     assert list(items["status"]) == ["error", "error", "error", "scored", "scored"]
     # The server did echo the credentials: they were there to leak, and were scrubbed.
@@ -131,6 +152,37 @@ def test_keys_and_base_url_credentials_never_reach_a_file_or_the_output(
         completed.stdout,
         completed.stderr,
     )
+
+
+def test_an_internal_error_is_told_without_the_secrets_of_the_command_line(
+    tmp_path: Path,
+) -> None:
+    # A bug of ours: left to Hydra, it prints the job's overrides as typed, token included.
+    token = _secret("crash-token")
+
+    def crash(config: Any, job: Any) -> Any:
+        raise RuntimeError(f"cannot plan for {config.target.base_url}")
+
+    run_dir = tmp_path / "run"
+    completed = run_command(
+        lambda argv: _app.run_app(
+            argv, program="summeval-run", config_name=CONFIG_NAME, prepare=crash
+        ),
+        [
+            f"hydra.run.dir={run_dir}",
+            "target=llm_summarizer",
+            f'target.base_url="http://127.0.0.1:9/v1?token={token}"',
+        ],
+        cwd=tmp_path,
+    )
+
+    assert completed.returncode == 1
+    printed = completed.stdout + completed.stderr
+    assert "summeval-run: internal error" in printed
+    assert "RuntimeError: cannot plan for http://127.0.0.1:9/v1?token=***" in printed
+    log = (run_dir / "summeval-run.log").read_text("utf-8")
+    assert "RuntimeError: cannot plan for http://127.0.0.1:9/v1?token=***" in log
+    assert_nowhere([token], tmp_path, printed)
 
 
 def test_a_password_in_base_url_is_refused_and_shown_redacted(
@@ -247,6 +299,15 @@ def test_what_is_scrubbed_and_what_is_too_short_to_be() -> None:
     assert redact_url("https://ops:pw@h/v1?api-version=2024-01&sig=abc") == (
         "https://***@h/v1?api-version=2024-01&sig=***"
     )
+
+
+def test_a_url_in_json_text_keeps_the_json_whole() -> None:
+    # A manifest is scrubbed as JSON text, where a quoted URL ends at an escaped quote.
+    text = json.dumps({"variant": 'base_url="http://h/v1?x=1&token=abcdefgh123",limit=2'})
+
+    redacted = redact_urls(text)
+
+    assert json.loads(redacted) == {"variant": 'base_url="http://h/v1?x=1&token=***",limit=2'}
 
 
 def test_the_echoing_server_does_echo(echoing_server: ChatServer) -> None:

@@ -6,17 +6,19 @@ prints (``_summary``); everything a run does is the library's.
 Exit codes: 0 the run completed; 1 the share of errored items exceeded
 ``runner.max_error_rate``, no item was scored, the judge refused the credentials, or the judge
 could not be reached for ``runner.outage_timeout_s`` (the library's ``EvalRunResult.passed``
-decides); 2 bad config or input, found before any judge call; 3 a finished item, the tables or
-the manifest could not be written (a full disk): what was recorded is kept; 4 the next call
-would have passed the budget (``runner.max_cost``, ``runner.max_tokens``); 130 (Ctrl-C) or 143
-(SIGTERM) the run was interrupted, its finished items written. An interrupted, failed or
-budget-stopped run continues with ``runner.resume=<run dir>`` (with a larger budget).
+decides), or an internal error (a bug); 2 bad config or input, found before any judge call; 3
+a finished item, the tables or the manifest could not be written (a full disk): what was
+recorded is kept; 4 the next call would have passed the budget (``runner.max_cost``,
+``runner.max_tokens``); 130 (Ctrl-C) or 143 (SIGTERM) the run was interrupted, its finished
+items written. An interrupted, failed or budget-stopped run continues with
+``runner.resume=<run dir>`` (with a larger budget).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -53,6 +55,8 @@ from summeval_runner._io._manifest import read_manifest, write_manifest
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult
 from summeval_runner._secrets import scrub
+
+logger = logging.getLogger("summeval_runner")
 
 
 class Job(Protocol):
@@ -229,7 +233,14 @@ def run_app(
     @hydra.main(version_base=None, config_path=CONFIG_PATH, config_name=config_name)
     def app(cfg: DictConfig) -> None:
         hydra_job = HydraJob.current()
-        code = run_job(cfg, hydra_job, interrupts, prepare)
+        try:
+            code = run_job(cfg, hydra_job, interrupts, prepare)
+        except Exception:
+            # A fault of ours, not of the input. Left to Hydra, it would print the job's
+            # overrides as typed (a base_url with its token) before the traceback; logged here,
+            # every record scrubbed, on the console and in the run's log.
+            logger.exception(f"{program}: internal error, a bug of {program} (please report it)")
+            code = EXIT_FAILED
         exit_codes.append(code)
         estimated = bool(OmegaConf.select(cfg, "runner.estimate", default=False))
         if code == EXIT_BAD_INPUT or estimated:
