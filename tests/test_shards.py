@@ -308,8 +308,9 @@ def test_joblib_reuses_worker_processes_job_after_job(
     assert len(pids) <= 2 < len(shard_dirs)  # workers ran job after job
     assert all(manifest(d)["pid"] != os.getpid() for d in shard_dirs)
     for k in (1, 3):
-        # Named after the variant's overrides, less the shard (the server's URL among them).
-        (merged,) = sweep.glob(f"merged/*model=openai*target.k={k}")
+        # Named after the variant's overrides, less the shard (the server's URL among them,
+        # its "/" made "_", hence the hash after "~").
+        (merged,) = sweep.glob(f"merged/*model=openai*target.k={k}~*")
         items = pd.read_parquet(merged / "items.parquet")
         assert len(items) == 6
         assert (items["status"] == "scored").all()

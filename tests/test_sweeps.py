@@ -108,6 +108,34 @@ def test_a_sweep_over_two_300_character_prompts_runs_in_short_directories(
     assert not (tmp_path / "comparison.parquet").exists()
 
 
+def test_two_values_that_differ_only_by_a_slash_run_in_two_directories(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    sweep = tmp_path / "sweep"
+
+    completed = run_sweep(
+        sweep,
+        "target=llm_summarizer",
+        f"target.base_url={chat_server.base_url}",
+        'target.prompt="Summarize a/b","Summarize a_b"',
+        "dataset.limit=1",
+        *QUIET,
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    runs = job_dirs(sweep)
+    assert len(runs) == 2
+    mapped = variants_json(sweep)
+    assert sorted(mapped) == [run_dir.name for run_dir in runs]
+    prompts = [
+        next(o for o in entry["overrides"] if o.startswith("target.prompt="))
+        for entry in mapped.values()
+    ]
+    assert sorted(prompts) == ['target.prompt="Summarize a/b"', 'target.prompt="Summarize a_b"']
+    assert all(entry["status"] == "completed" for entry in mapped.values())
+
+
 def test_the_prompt_file_pattern_sweeps_configs_that_extend_llm_summarizer(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:

@@ -219,13 +219,26 @@ def variant_name(overrides: Sequence[str]) -> str:
     return f"{cut}~{_digest(name)}"
 
 
+# A shard's "i/n": runner.shard takes no other form, so "i_n" names no other value of it.
+_SHARD = re.compile(r"(?:^|(?<=,))runner\.shard=(\d+)/(\d+)(?=,|$)")
+
+
 def path_safe(name: str) -> str:
-    """A directory name with no path separator: ``runner.shard=0/2`` becomes ``runner.shard=0_2``.
+    """A directory name with no path separator: ``runner.shard=0/2`` becomes ``runner.shard=0_2``;
+    any other name with ``/`` or ``\\`` in it gets ``_`` for each and the whole's hash after
+    ``~``, so that two values that differ only there (``a/b``, ``a_b``) name two directories.
 
     Sweep directories are named after their overrides, and a value with "/" in it (a shard, a
     dataset path) would otherwise nest one run inside folders named after half of it.
+
+    >>> path_safe("runner.shard=0/2,scorer.scale=5")
+    'runner.shard=0_2,scorer.scale=5'
+    >>> path_safe('target.prompt="Summarize a/b"')
+    'target.prompt="Summarize a_b"~d60901b2'
     """
-    return name.replace("/", "_").replace("\\", "_")
+    shards = _SHARD.sub(r"runner.shard=\1_\2", name)
+    safe = shards.replace("/", "_").replace("\\", "_")
+    return safe if safe == shards else f"{safe}~{_digest(name)}"
 
 
 def named_overrides(overrides: Sequence[str], exclude: Sequence[str]) -> list[str]:
