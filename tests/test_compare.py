@@ -684,6 +684,44 @@ def test_summeval_compare_writes_beside_the_newest_run_not_into_the_current_fold
     assert list(here.iterdir()) == []
 
 
+def test_the_newest_run_given_as_the_current_folder_gets_its_outputs_beside_it(
+    tmp_path: Path,
+) -> None:
+    older = make_run(
+        tmp_path / "2026-11-29" / "03-00-00", "nightly", baseline_scores(),
+        started_at="2026-11-29T03:00:00+00:00",
+    )  # fmt: skip
+    newer = make_run(
+        tmp_path / "2026-11-30" / "03-00-00", "nightly", baseline_scores(),
+        started_at="2026-11-30T03:00:00+00:00",
+    )  # fmt: skip
+    before = sorted(path.name for path in newer.iterdir())
+
+    completed = summeval_compare(str(older), ".", "--no-report", cwd=newer)
+
+    assert completed.returncode == 0, completed.stderr
+    assert (newer.parent / "comparison.parquet").is_file()
+    assert sorted(path.name for path in newer.iterdir()) == before
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_an_out_that_cannot_be_a_folder_is_bad_input_not_a_failed_gate(
+    planted: tuple[Path, Path], tmp_path: Path, where: str
+) -> None:
+    base, new = planted
+    out = base / "items.parquet" if where == "a file" else base / "items.parquet" / "sub"
+    before = (base / "items.parquet").read_bytes()
+
+    completed = summeval_compare(str(base), str(new), "--out", str(out), cwd=tmp_path)
+
+    assert completed.returncode == 2
+    assert completed.stderr.startswith(
+        f"summeval-compare: error: the comparison cannot be written into {out}: "
+    )
+    assert "Traceback" not in completed.stderr
+    assert (base / "items.parquet").read_bytes() == before
+
+
 def test_the_baseline_is_named_by_its_label_or_by_its_directory(
     planted: tuple[Path, Path], tmp_path: Path
 ) -> None:

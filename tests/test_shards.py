@@ -260,6 +260,18 @@ def test_shards_of_different_configs_or_a_full_run_are_refused(
     with pytest.raises(InputError, match=r"is not empty"):
         merge_runs([runs["shard0"], runs["shard1"]], occupied)
     assert (occupied / "notes.txt").read_text() == "keep me"
+    # An --out that is a file, or under one: said, exit 2, the file untouched.
+    for out in (occupied / "notes.txt", occupied / "notes.txt" / "merged"):
+        completed = summeval_merge(
+            str(runs["shard0"]), str(runs["shard1"]), "--out", str(out), cwd=tmp_path
+        )
+        assert completed.returncode == 2, completed.stderr
+        assert completed.stderr.startswith(
+            f"summeval-merge: error: the merged run cannot be written into {out}: "
+        )
+        assert completed.stderr.endswith(" a file, not a directory\n")
+        assert "Traceback" not in completed.stderr
+    assert (occupied / "notes.txt").read_text() == "keep me"
 
 
 def test_a_shard_resumes_only_as_the_same_shard(runs: dict[str, Path], tmp_path: Path) -> None:

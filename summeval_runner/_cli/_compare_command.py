@@ -19,6 +19,7 @@ dataset without ``--allow-mismatch``).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -184,6 +185,9 @@ def print_comparison(comparison: pd.DataFrame) -> None:
 def beside(run_dir: Path) -> Path:
     """Where a comparison whose newest run is ``run_dir`` goes by default: the folder that holds
     the run (for a sweep's merged run, the sweep's folder)."""
+    if run_dir.name in ("", ".."):
+        # "." or "..": a path with no name of its own, whose folder is found from the whole.
+        run_dir = Path(os.path.abspath(run_dir))
     folder = run_dir.parent
     if folder.name == MERGED and is_sweep(folder.parent):
         return folder.parent
@@ -320,12 +324,28 @@ def run(argv: Sequence[str] | None = None) -> int:
                 "sources carry the noise of the question choice",
                 file=sys.stderr,
             )
-    out.mkdir(parents=True, exist_ok=True)
-    table_path = write_comparison(comparison, out / "comparison.parquet")
+    # A folder that cannot take the outputs (a file, a folder under one, no permission) is
+    # said in one line and exit 2: exit 1 is the gate's, and a CI job would read it as a drop.
+    try:
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(0, "it is a file, not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        table_path = write_comparison(comparison, out / "comparison.parquet")
+        report = (
+            None
+            if args.no_report
+            else render_report(loaded, base, comparison, out / "report.html", history=trend)
+        )
+    except OSError as error:
+        print(
+            f"summeval-compare: error: the comparison cannot be written into {out}: "
+            f"{error.strerror or error}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     print_comparison(comparison)
     print(f"comparison: {table_path}")
-    if not args.no_report:
-        report = render_report(loaded, base, comparison, out / "report.html", history=trend)
+    if report is not None:
         print(f"report: {report}")
     if args.fail_if_drop is None:
         for unfinished in unfinished_runs(comparison):
