@@ -348,6 +348,40 @@ def test_errors_above_max_error_rate_fail_the_run(tmp_path: Path) -> None:
     assert errors["score"].isna().all()  # an error is never a score of 0
 
 
+def test_a_run_whose_every_item_errored_has_every_dimension_aggregated_over_none(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "broken.py").write_text(
+        "def broken(text: str) -> str:\n    raise RuntimeError('agent crashed')\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "conf" / "target").mkdir(parents=True)
+    (tmp_path / "conf" / "target" / "broken.yaml").write_text(
+        "_target_: hydra.utils.get_method\npath: broken.broken\n", encoding="utf-8"
+    )
+
+    completed = run_app(
+        tmp_path / "run",
+        f"--config-dir={tmp_path / 'conf'}",
+        "target=broken",
+        "dataset.limit=3",
+        "runner.progress=false",
+        env={"PYTHONPATH": str(tmp_path / "agents")},
+    )
+
+    assert completed.returncode == 1, completed.stderr
+    assert "3 items: 0 scored, 0 unscorable, 3 errors" in completed.stdout
+    # The tables were written for the summarization scorer: each of its metrics is there,
+    # over no item, as in a run that scored some.
+    aggregates = table(tmp_path / "run", "aggregates").set_index("metric")
+    assert sorted(aggregates.index) == ["alignment", "coverage", "score"]
+    assert list(aggregates["n"]) == [0, 0, 0]
+    assert list(aggregates["errors"]) == [3, 3, 3]
+    runs = table(tmp_path / "run", "runs")
+    assert (runs["score_n"][0], runs["alignment_n"][0], runs["coverage_n"][0]) == (0, 0, 0)
+
+
 def test_the_llm_summarizer_agent_is_swept_against_a_fixed_judge(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from summeval_runner._io._metadata import MetadataTypes
 from summeval_runner._io._parquet import described, for_pandas
 from summeval_runner._scorers._outcome import RunCounts, item_status
-from summeval_runner._scorers._result import METRICS, Status
+from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID, Status
 from summeval_runner._stats import mean_interval, quantile
 
 _ERROR_STEPS = "target, preprocess, analyze, reason, or scorer"
@@ -314,7 +314,8 @@ class Summary:
     """Gathers each item's rows as they are compacted and makes the aggregates table's rows.
 
     Every scorer gets a ``score`` row; the dimensions (``alignment``, ``coverage``) only a
-    scorer that reports them (the summarization scorer), not a user's own. An item counts once
+    scorer that reports them (the summarization scorer, whether or not an item reached it), not
+    a user's own. An item counts once
     whatever its trials: its status is the worst of theirs, and its value of a metric is the
     mean over its trials.
     """
@@ -340,6 +341,10 @@ class Summary:
             self._statuses[key] = {"scored": 0, "unscorable": 0, "error": 0}
             self._values[key] = {metric: array("d") for metric in METRICS}
             self._scales[key] = None
+            if key[2] == SUMMARIZATION_SCORER_ID:
+                # Its dimensions are aggregated even when no item reached it (every agent call
+                # failed): over no item, rather than missing as if it had none.
+                self._with_dimensions.add(key)
         status = item_status(row["status"] for row in trials)
         self._statuses[key][status] += 1
         for row in trials:
