@@ -281,6 +281,31 @@ def test_history_gates_on_the_newest_run_even_when_it_did_not_complete(
     assert f"summeval-compare: note: nightly (day3) ({newest}) is {status}" in ungated.stderr
 
 
+def test_a_killed_run_counts_its_whole_selection_unfinished(tmp_path: Path) -> None:
+    # Killed: its manifest is the one written at its start (no counts, unfinished not yet
+    # known) and it has no tables; its dataset had 26 items.
+    folder = tmp_path / "outputs"
+    make_run(folder / "day1", "nightly", baseline_scores(count=26), started_at="2026-11-01")
+    killed = make_run(
+        folder / "day2", "nightly", {}, started_at="2026-11-02", run_status="running"
+    )
+    manifest = json.loads((killed / "manifest.json").read_text("utf-8"))
+    manifest |= {"unfinished": None, "dataset": {"path": "d", "items": 26}}
+    (killed / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (killed / "items.parquet").unlink()
+
+    completed = summeval_compare("--history", str(folder), "--out", str(tmp_path), cwd=tmp_path)
+
+    assert completed.returncode == 0, completed.stderr
+    rows = pd.read_parquet(tmp_path / "comparison.parquet").query("dimension == 'score'")
+    killed_row = rows[rows["run_dir"] == str(killed)].iloc[0]
+    assert (killed_row["status"], killed_row["items"], killed_row["unfinished"]) == (
+        "running",
+        0,
+        26,
+    )
+
+
 def test_history_gates_on_a_first_run_that_did_not_complete(tmp_path: Path) -> None:
     only = make_run(
         tmp_path / "outputs" / "day1",

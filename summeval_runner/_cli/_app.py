@@ -158,10 +158,7 @@ def run_job(
         )
     print_summary(job.run_dir, manifest)
     job.finish()
-    if shard is not None:
-        selected = shard.items
-    else:
-        selected = manifest.dataset.items if manifest.dataset is not None else None
+    selected = manifest.selected_items
     counts = manifest.counts
     if manifest.status == "interrupted":
         budgets = [

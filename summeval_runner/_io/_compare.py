@@ -479,7 +479,7 @@ def compare_loaded(
                 "run_dir": str(run.path),
                 "run_id": run.run_id,
                 "status": run.manifest.status,
-                "unfinished": run.manifest.unfinished or 0,
+                "unfinished": run.manifest.unfinished_of(counts["items"]),
                 **counts,
                 "dimension": dimension,
                 "n": len(values),

@@ -346,6 +346,21 @@ class Manifest(_Part):
     # shards (merge_runs); None for a run that is not a merge.
     question_conflicts: int | None = None
 
+    @property
+    def selected_items(self) -> int | None:
+        """The items the run was to finish: its shard's, or the dataset's (None if unknown)."""
+        if self.shard is not None:
+            return self.shard.items
+        return self.dataset.items if self.dataset is not None else None
+
+    def unfinished_of(self, finished: int) -> int:
+        """The items left unfinished, as recorded when the run ended; for a run that never
+        ended (killed: still ``running``), those of its selection beyond the ``finished`` ones
+        its tables hold."""
+        if self.unfinished is not None:
+            return self.unfinished
+        return max(0, (self.selected_items or 0) - finished)
+
     @model_validator(mode="before")
     @classmethod
     def _legacy(cls, data: Any) -> Any:
