@@ -9,7 +9,7 @@ import pytest
 
 from summeval_runner._cli import _app
 from summeval_runner._io._journal import locked
-from tests.app import Completed, run_app, run_command
+from tests.app import Completed, run_app, run_command, run_sweep
 from tests.chat_server import ChatServer
 
 BAD_DATA = {
@@ -130,6 +130,30 @@ def test_a_run_refused_from_a_directory_that_holds_a_run_leaves_its_hydra_files(
     assert f"{run_dir} already holds a run; choose another directory" in again.stderr
     assert "Traceback" not in again.stderr
     assert hydra_files(run_dir) == before
+
+
+def test_a_sweep_job_refused_from_a_directory_that_holds_a_run_leaves_its_hydra_files(
+    tmp_path: Path,
+) -> None:
+    """In a sweep, Hydra writes the job's .hydra/ before anything of ours can refuse it: the
+    earlier run's files are kept and put back."""
+    sweep = tmp_path / "sweep"
+    first = run_sweep(sweep, "scorer.scale=1,5", "dataset.limit=2", "runner.progress=false")
+    assert first.returncode == 0, first.stderr
+    runs = sorted(path for path in sweep.iterdir() if (path / "manifest.json").is_file())
+    before = {run_dir: hydra_files(run_dir) for run_dir in runs}
+    assert [sorted(files) for files in before.values()] == [
+        ["config.yaml", "hydra.yaml", "overrides.yaml"]
+    ] * 2
+
+    # runner.cache is left out of the directories' names: the same two directories.
+    again = run_sweep(
+        sweep, "scorer.scale=1,5", "dataset.limit=2", "runner.progress=false", "runner.cache=off"
+    )
+
+    assert again.returncode == 2, again.stderr
+    assert again.stderr.count("already holds a run; choose another directory") == 2
+    assert {run_dir: hydra_files(run_dir) for run_dir in runs} == before
 
 
 def test_a_resume_into_a_directory_another_run_is_writing_is_refused_before_hydra_writes(

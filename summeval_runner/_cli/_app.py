@@ -41,7 +41,7 @@ from summeval_runner._cli._exit_codes import (
 )
 from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import resume_command
-from summeval_runner._cli._rundir import discard_refused
+from summeval_runner._cli._rundir import discard_refused, settle_hydra_files
 from summeval_runner._cli._signals import Interrupts
 from summeval_runner._cli._summary import counts_line, format_estimate, print_summary
 from summeval_runner._errors import (
@@ -245,6 +245,7 @@ def run_app(
             # made and nothing but Hydra wrote in: see _rundir).
             discard_refused(hydra_job.output_dir, hydra_job.name)
         if hydra_job.multirun:
+            settle_hydra_files(hydra_job.output_dir, refused=code == EXIT_BAD_INPUT)
             record_exit_code(hydra_job.output_dir, code)
         # An interrupt stops a sweep too: the operator asked the whole command to stop.
         if code and (not hydra_job.multirun or interrupts.exit_code):

@@ -12,12 +12,14 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import MISSING, OmegaConf
 
+from summeval_runner._cli._rundir import keep_hydra_files
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._secrets import redact
@@ -255,10 +257,16 @@ def job_dir_name(overrides: Sequence[str], exclude: Sequence[str]) -> str:
     return path_safe(variant_name(named_overrides(overrides, exclude)))
 
 
+def _job_dir(overrides: Sequence[str], exclude: Sequence[str], sweep_dir: Any = None) -> str:
+    """``hydra.sweep.subdir``: the job's directory name. Hydra resolves it right before it
+    writes the job's ``.hydra/`` files there, so it is also where a run already in that
+    directory gets its files kept, to be put back if this job is refused."""
+    name = job_dir_name(list(overrides), list(exclude))
+    if sweep_dir is not None:
+        keep_hydra_files(Path(str(sweep_dir)) / name)
+    return name
+
+
 # Registered on import, not in main(): a launcher's worker process (joblib, Ray, Submitit) names
-# the job's directory itself, without running main(). A pure function, replaced idempotently.
-OmegaConf.register_new_resolver(
-    "summeval.job_dir",
-    lambda overrides, exclude: job_dir_name(list(overrides), list(exclude)),
-    replace=True,
-)
+# the job's directory itself, without running main(). Replaced idempotently.
+OmegaConf.register_new_resolver("summeval.job_dir", _job_dir, replace=True)

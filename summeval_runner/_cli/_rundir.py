@@ -20,6 +20,7 @@ removal when the run is refused.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
@@ -150,6 +151,35 @@ class RunDirectoryCheck(Callback):
         _make(
             program, "hydra.sweep.dir", _given(program, "hydra.sweep.dir", config.hydra.sweep.dir)
         )
+
+
+# A sweep job's directory that holds a run already: that run's .hydra/ files as they were
+# before Hydra rewrote them for this job (it does so before any check of ours can run in a
+# sweep), put back if the job is refused.
+_kept_hydra_files: dict[Path, dict[str, bytes]] = {}
+
+
+def keep_hydra_files(path: Path) -> None:
+    """Keep the ``.hydra/`` files of the run in ``path``, if it holds one (once a job)."""
+    path = path.absolute()
+    if path in _kept_hydra_files or not (path / JOURNAL).is_file():
+        return
+    folder = path / ".hydra"
+    _kept_hydra_files[path] = {
+        name: (folder / name).read_bytes() for name in _HYDRA_FILES if (folder / name).is_file()
+    }
+
+
+def settle_hydra_files(path: Path, *, refused: bool) -> None:
+    """After a sweep job: if it was refused, put back the ``.hydra/`` files of the run that was
+    in its directory before (another run's record must not describe this job); else forget
+    them (a resume of that run rewrites them as a single run does)."""
+    kept = _kept_hydra_files.pop(path.absolute(), None)
+    if kept is None or not refused:
+        return
+    for name, content in kept.items():
+        with contextlib.suppress(OSError):
+            (path / ".hydra" / name).write_bytes(content)
 
 
 def _only_hydra_files(path: Path, log_name: str) -> bool:
