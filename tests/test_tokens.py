@@ -56,6 +56,30 @@ def test_the_pacer_lets_out_a_seconds_worth_then_waits_for_the_tokens_to_accrue(
     assert time.now == pytest.approx(1.5 + 2.5)
 
 
+def test_a_request_waiting_when_the_servers_lower_limit_is_learned_still_goes() -> None:
+    # 1,000 tokens a second configured, a second's worth at once; a request of 900 waits.
+    time = FakeTime()
+
+    async def sleep(seconds: float) -> None:
+        await time.sleep(seconds)
+        await asyncio.sleep(0)  # as a real sleep does, let the others run meanwhile
+
+    pacer = TokenPacer(60_000, burst_s=1.0, clock=time.clock, sleep=sleep)
+
+    async def scenario() -> None:
+        await pacer.acquire(1_000)
+        waiting = asyncio.ensure_future(pacer.acquire(900))
+        await asyncio.sleep(0)  # it sleeps, waiting for its 900 tokens to accrue
+        # The server says its limit is 6,000 a minute: a full bucket is now 100 tokens, fewer
+        # than the waiting request needs. It waits for a full bucket and goes, not for ever
+        # (the fake clock runs as fast as the pacer sleeps: seconds of it would be years).
+        pacer.lower_limit(6_000)
+        await asyncio.wait_for(waiting, timeout=10)
+
+    asyncio.run(scenario())
+    assert time.now < 2
+
+
 def test_a_paced_run_stays_under_a_servers_token_limit(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:

@@ -191,9 +191,11 @@ class TokenPacer:
 
     async def acquire(self, tokens: int) -> None:
         async with self._turn:
-            need = min(float(tokens), self.capacity)
             while True:
                 self._refill()
+                # Worked out on every pass: the server's lower limit, learned while this
+                # request waits, shrinks the bucket, and a need larger than it never accrues.
+                need = min(float(tokens), self.capacity)
                 if self._level >= need:
                     self._level -= tokens
                     return
