@@ -307,6 +307,26 @@ def test_a_cost_budget_without_a_price_is_refused_before_any_call(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("price", ["{input:inf,output:1}", "{input:1,output:1e308}"])
+def test_a_price_that_is_not_finite_or_overflows_is_refused_before_any_call(
+    tmp_path: Path, chat_server: ChatServer, price: str
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    refused = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        f"model.price={price}",
+        env=ENV,
+    )
+
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith("summeval-run: error: ")
+    assert "price" in refused.stderr
+    assert chat_server.requests == []
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_progress_display_shows_the_cost_against_the_budget(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:

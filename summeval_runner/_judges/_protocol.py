@@ -172,6 +172,10 @@ class TokenUsage:
     output_tokens: int = 0
 
 
+# US dollars per million tokens: a dollar a token, far above any model's price.
+MAX_PRICE = 1e6
+
+
 class Price(BaseModel):
     """What a model's tokens cost: US dollars per million input and output tokens, and the share
     of that its provider's Batch API charges (``batch``; OpenAI's is half).
@@ -184,8 +188,10 @@ class Price(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
+    # Finite and at most a dollar a token: a cost of inf (or one that overflows to it) would be
+    # written into the manifest as JSON no strict parser reads, and a budget would mean nothing.
+    input: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    output: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
     batch: float = Field(default=0.5, gt=0, le=1)
 
     def cost(self, usage: TokenUsage, *, batch: bool = False) -> float:
