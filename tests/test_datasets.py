@@ -210,7 +210,7 @@ def test_only_what_the_scorer_reads_is_checked() -> None:
     the outputs; ground truth and metadata are never read as text."""
     record = {"doc": 7, "text": SOURCE}
     extractor = create_summarization_scorer(
-        FakeJudge(preprocess={"alignment": [], "questions": []}, analyze={"coverage": []}),
+        FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []}),
         {"source_extractor": lambda input, output: input["text"]},
     )
     by_extractor = run_evals_sync(

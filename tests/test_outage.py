@@ -262,7 +262,7 @@ class Outage:
 
 
 def request() -> JudgeRequest:
-    judge = FakeJudge(preprocess={"alignment": [], "questions": []}, analyze={"coverage": []})
+    judge = FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []})
     create_summarization_scorer(judge).run_sync(input="Source.", output="Summary.")
     return judge.requests[0]
 

@@ -256,7 +256,7 @@ def test_items_that_drew_side_by_side_are_answered_by_the_cache_when_run_again(
             assert item.results["summarization-scorer"].score == scores[item.item_id]
 
 
-def test_a_judge_that_writes_no_question_leaves_the_source_to_the_next_item() -> None:
+def test_a_draw_with_no_question_is_asked_again_and_its_set_shared_by_every_item() -> None:
     replies = iter([[], ["Was it drawn again?"]])
 
     def preprocess(request: JudgeRequest) -> dict[str, Any]:
@@ -276,10 +276,36 @@ def test_a_judge_that_writes_no_question_leaves_the_source_to_the_next_item() ->
     second = scorer.run_sync(input=SOURCE_A, output="Two.")
     third = scorer.run_sync(input=SOURCE_A, output="Three.")
 
-    # No question: coverage 0 for that item by rule, and the set is not shared.
-    assert (first.score, first.asked_questions) == (0.0, ())
-    assert second.asked_questions == third.asked_questions == ("Was it drawn again?",)
-    assert (second.questions_shared, third.questions_shared) == (False, True)
+    # An empty set measures nothing and cannot be shared: the drawing item is told so and asked
+    # again, and every item of the source is measured on the set it then wrote.
+    reask = judge.requests[1]
+    assert (reask.step, reask.attempt) == ("preprocess", 2)
+    assert "questions is empty" in reask.messages[-1].content
+    assert first.asked_questions == second.asked_questions == third.asked_questions
+    assert first.asked_questions == ("Was it drawn again?",)
+    assert (first.score, first.questions_shared, second.questions_shared) == (1.0, False, True)
+    assert [r.schema_name for r in judge.requests if r.step == "preprocess"] == [
+        "summarization_preprocess",
+        "summarization_preprocess",
+        "summarization_claims",
+        "summarization_claims",
+    ]
+
+
+def test_a_judge_that_never_writes_a_question_gets_the_specs_rule_after_being_asked_again() -> None:
+    judge = FakeJudge(preprocess={"alignment": [], "questions": []}, analyze={"coverage": []})
+
+    result = create_summarization_scorer(judge).run_sync(input=SOURCE_A, output="One.")
+
+    # Asked again as often as a malformed reply (max_reasks, 2), then no question: score 0.
+    assert [(r.step, r.attempt) for r in judge.requests] == [
+        ("preprocess", 1),
+        ("preprocess", 2),
+        ("preprocess", 3),
+        ("analyze", 1),
+        ("reason", 1),
+    ]
+    assert (result.status, result.score, result.asked_questions) == ("scored", 0.0, ())
 
 
 @pytest.fixture

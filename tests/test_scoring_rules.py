@@ -55,7 +55,8 @@ CASES = [
     Case("2 of 3 supported, unrounded", claims(True, True, False), questions(1), verdicts(True), 2 / 3, 2 / 3, 1.0),
     Case("scale 10", claims(True, True), questions(2), verdicts(True, False), 5.0, 1.0, 0.5, {"scale": 10}),
     Case("no claims", [], questions(2), verdicts(True, True), 0.0, 0.0, 1.0),
-    Case("no questions", claims(True), [], verdicts(), 0.0, 1.0, 0.0),
+    # per_item: per_source asks a draw of no question again first (test_questions.py).
+    Case("no questions", claims(True), [], verdicts(), 0.0, 1.0, 0.0, {"questions": "per_item"}),
     Case("fewer verdicts than questions", claims(True), questions(4), verdicts(True, True), 0.5, 1.0, 0.5),
     Case("more verdicts than questions", claims(True), questions(2), verdicts(True, False, True, True), 0.5, 1.0, 0.5),
     Case("more questions than max_questions", claims(True), questions(5), verdicts(True, True, False), 1.0, 1.0, 1.0, {"max_questions": 2}),

@@ -218,8 +218,9 @@ class QuestionBank:
     def publish(self, key: QuestionKey, questions: tuple[str, ...], drawer: str) -> tuple[str, ...]:
         """The set drawn for ``key``, or the one the bank or the store already held (drawn
         before, or elsewhere at the same moment): the set every evaluation of the source is
-        asked. An empty set is not shared (a judge that wrote no question would leave every
-        item of the source without coverage): the next evaluation draws again."""
+        asked. An empty set is never shared (every item of the source would be measured on no
+        question; the scorer asks a draw with none again before it gets here): the next
+        evaluation draws again."""
         held = self._known.get(key)
         if held is not None:
             self._done(key)

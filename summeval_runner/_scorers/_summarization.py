@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar, get_args
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from summeval_runner._errors import (
     ConfigError,
@@ -77,6 +77,23 @@ SourceExtractor = Callable[[Any, Any], str]
 _Output = TypeVar("_Output", bound=BaseModel)
 # Enough of a bad reply to see what went wrong, not enough to bloat a results table.
 _RAW_REPLY_LIMIT = 2000
+
+
+class _DrawnQuestions(PreprocessStepResult):
+    """A source's questions drawn for every item of it (``per_source``), as the scorer insists
+    on them: at least one. An empty set is not shared (each item of the source would get
+    coverage 0), and kept for the item that drew it, it would measure that item on no question
+    while the others of its source are asked a set drawn after it: so it is re-asked as a reply
+    that does not fit, and only a judge that still writes none gets the spec's rule (no
+    question: score 0)."""
+
+    @model_validator(mode="after")
+    def _at_least_one_question(self) -> _DrawnQuestions:
+        if not any(question.strip() for question in self.questions):
+            raise ValueError(
+                "questions is empty: write at least one closed question about the source"
+            )
+        return self
 _SCHEMAS = {name: strict_json_schema(model) for name, model in REPLY_MODELS.items()}
 
 
@@ -350,7 +367,7 @@ class SummarizationScorer(AsyncClosing):
             return PreprocessStepResult(alignment=claims.alignment, questions=claim.questions), True
         try:
             drawn = PreprocessInput(summary, source, max_questions)
-            result = await self._ask(drawn, PreprocessStepResult, meter)
+            result = await self._ask(drawn, PreprocessStepResult, meter, insist=_DrawnQuestions)
         except BaseException:
             bank.release(key)
             raise
@@ -376,8 +393,18 @@ class SummarizationScorer(AsyncClosing):
             "run_sync() was called from a running event loop; use await scorer.run(...)"
         )
 
-    async def _ask(self, payload: StepInput, output_type: type[_Output], meter: _Meter) -> _Output:
-        """One step: call the judge, validate the reply, re-ask a bounded number of times."""
+    async def _ask(
+        self,
+        payload: StepInput,
+        output_type: type[_Output],
+        meter: _Meter,
+        *,
+        insist: type[_Output] | None = None,
+    ) -> _Output:
+        """One step: call the judge, validate the reply, re-ask a bounded number of times.
+
+        ``insist``: a stricter shape the reply is re-asked for; the last reply is taken as
+        ``output_type`` if it fits that (a draw of no question, kept under the spec's rule)."""
         step, messages = _render(payload)
         claims_only = isinstance(payload, PreprocessInput) and payload.max_questions == 0
         schema_name = "summarization_claims" if claims_only else f"summarization_{step}"
@@ -419,12 +446,20 @@ class SummarizationScorer(AsyncClosing):
                 cost=reply.cost,
             )
             raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
-            try:
-                if isinstance(reply.content, str):
-                    return output_type.model_validate_json(reply.content)
-                return output_type.model_validate(reply.content)
-            except ValidationError as invalid:
-                problem = _describe(invalid)
+            shapes = [insist or output_type]
+            if insist is not None and attempt == attempts:
+                shapes.append(output_type)
+            problem = ""
+            for shape in shapes:
+                try:
+                    if isinstance(reply.content, str):
+                        parsed = shape.model_validate_json(reply.content)
+                    else:
+                        parsed = shape.model_validate(reply.content)
+                except ValidationError as invalid:
+                    problem = problem or _describe(invalid)
+                    continue
+                return output_type.model_validate(parsed.model_dump()) if insist else parsed
             if attempt < attempts:
                 request = replace(
                     request,
