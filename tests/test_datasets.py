@@ -118,6 +118,23 @@ def test_a_csv_row_number_is_its_line_in_the_file(tmp_path: Path) -> None:
         load_dataset(path, FIELDS)
 
 
+def test_a_duplicate_is_found_among_many_ids_and_copies_are_numbered(tmp_path: Path) -> None:
+    # Enough ids that the table of ids seen grows several times before the duplicate comes.
+    rows = [{"doc": f"d{i}", "body": f"text {i}"} for i in range(5000)]
+    rows.append({"doc": "d1234", "body": "again"})
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    with pytest.raises(DatasetError, match=r"row 5001: duplicate id 'd1234'.*first seen at row 1235"):
+        load_dataset(path, FIELDS)
+
+    copies = tmp_path / "copies.jsonl"
+    copies.write_text('{"body": "same"}\n' * 3 + '{"body": "other"}\n', encoding="utf-8")
+    ids = [item.id for item in load_dataset(copies, FieldMap(input="body"))]
+    assert ids[1:3] == [f"{ids[0]}-2", f"{ids[0]}-3"]
+    assert len(set(ids)) == 4
+
+
 def test_a_missing_file_and_an_unknown_format_are_named(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match=r"dataset.path: no such file: .*nope\.jsonl"):
         load_dataset(tmp_path / "nope.jsonl", FIELDS)
