@@ -47,6 +47,7 @@ from summeval_runner._io._compare import (
     write_comparison,
 )
 from summeval_runner._io._history import history_trend
+from summeval_runner._io._paths import directory_problem
 from summeval_runner._io._report import render_report
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
@@ -326,9 +327,14 @@ def run(argv: Sequence[str] | None = None) -> int:
             )
     # A folder that cannot take the outputs (a file, a folder under one, no permission) is
     # said in one line and exit 2: exit 1 is the gate's, and a CI job would read it as a drop.
+    problem = directory_problem(out)
+    if problem is not None:
+        print(
+            f"summeval-compare: error: the comparison cannot be written into {out}: {problem}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
-        if out.exists() and not out.is_dir():
-            raise NotADirectoryError(0, "it is a file, not a folder")
         out.mkdir(parents=True, exist_ok=True)
         table_path = write_comparison(comparison, out / "comparison.parquet")
         report = (

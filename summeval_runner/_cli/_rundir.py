@@ -20,8 +20,7 @@ removal when the run is refused.
 
 from __future__ import annotations
 
-import contextlib
-import os
+import logging
 import secrets
 import sys
 from datetime import datetime
@@ -34,6 +33,9 @@ from omegaconf import DictConfig, OmegaConf
 from summeval_runner._cli._exit_codes import EXIT_BAD_INPUT
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._journal import JOURNAL, locked
+from summeval_runner._io._paths import directory_problem
+
+logger = logging.getLogger("summeval_runner")
 
 _HYDRA_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
 
@@ -58,20 +60,6 @@ def _run_name() -> str:
     return run_dir_name()
 
 
-def _problem(path: Path) -> str | None:
-    """Why ``path`` cannot be a run directory, or None: the reason given as a person reads it."""
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        if existing == path:
-            return f"{path} is a file, not a directory"
-        return f"{path} cannot be made: {existing} is a file, not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{path} cannot be written: {existing} is not writable"
-    return None
-
-
 def _program(config: DictConfig) -> str:
     """The app's name in its messages: ``summeval-run`` or ``summeval-agree``."""
     return str(OmegaConf.select(config, "hydra.job.name", default="summeval-run"))
@@ -80,7 +68,7 @@ def _program(config: DictConfig) -> str:
 def _make(program: str, option: str, path: Path) -> None:
     """Make ``path``, or refuse it with one line and exit 2. Made here rather than checked:
     only the file system knows (a read-only mount, /proc, permissions that do not bind root)."""
-    problem = _problem(path)
+    problem = directory_problem(path)
     if problem is None:
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -178,8 +166,16 @@ def settle_hydra_files(path: Path, *, refused: bool) -> None:
     if kept is None or not refused:
         return
     for name, content in kept.items():
-        with contextlib.suppress(OSError):
+        try:
             (path / ".hydra" / name).write_bytes(content)
+        except OSError as error:
+            logger.warning(
+                "%s/.hydra/%s describes the refused job, not the run there: it could not be "
+                "put back (%s)",
+                path,
+                name,
+                error.strerror or error,
+            )
 
 
 def _only_hydra_files(path: Path, log_name: str) -> bool:

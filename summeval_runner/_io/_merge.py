@@ -52,6 +52,7 @@ from summeval_runner._io._manifest import (
     setup_differences,
     write_manifest,
 )
+from summeval_runner._io._paths import directory_problem
 from summeval_runner._io._rows import ItemRecord
 from summeval_runner._io._shards import Shard, ShardRule
 from summeval_runner._io._tables import score_means
@@ -200,14 +201,9 @@ def _check_disjoint(runs: list[ShardRun]) -> None:
 def _check_out_dir(out_dir: Path, runs: list[ShardRun]) -> None:
     if any(out_dir.resolve() == run.path.resolve() for run in runs):
         raise InputError(f"the merged run cannot be written into one of its shards ({out_dir})")
-    existing = out_dir
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        where = "it is" if existing == out_dir else f"{existing} is"
-        raise InputError(
-            f"the merged run cannot be written into {out_dir}: {where} a file, not a directory"
-        )
+    problem = directory_problem(out_dir)
+    if problem is not None:
+        raise InputError(f"the merged run cannot be written into {out_dir}: {problem}")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise InputError(
             f"{out_dir} is not empty: the merged run needs a new directory, so that nothing "

@@ -315,9 +315,8 @@ class Summary:
 
     Every scorer gets a ``score`` row; the dimensions (``alignment``, ``coverage``) only a
     scorer that reports them (the summarization scorer, whether or not an item reached it), not
-    a user's own. An item counts once
-    whatever its trials: its status is the worst of theirs, and its value of a metric is the
-    mean over its trials.
+    a user's own. An item counts once whatever its trials: its status is the worst of theirs,
+    and its value of a metric is the mean over its trials.
     """
 
     def __init__(self) -> None:

@@ -94,6 +94,8 @@ class _DrawnQuestions(PreprocessStepResult):
                 "questions is empty: write at least one closed question about the source"
             )
         return self
+
+
 _SCHEMAS = {name: strict_json_schema(model) for name, model in REPLY_MODELS.items()}
 
 
@@ -446,20 +448,18 @@ class SummarizationScorer(AsyncClosing):
                 cost=reply.cost,
             )
             raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
-            shapes = [insist or output_type]
-            if insist is not None and attempt == attempts:
-                shapes.append(output_type)
-            problem = ""
-            for shape in shapes:
-                try:
-                    if isinstance(reply.content, str):
-                        parsed = shape.model_validate_json(reply.content)
-                    else:
-                        parsed = shape.model_validate(reply.content)
-                except ValidationError as invalid:
-                    problem = problem or _describe(invalid)
-                    continue
-                return output_type.model_validate(parsed.model_dump()) if insist else parsed
+            # Insisted on while a re-ask is left; the last reply is read as the step's own shape.
+            shape = insist if insist is not None and attempt < attempts else output_type
+            try:
+                if isinstance(reply.content, str):
+                    parsed = shape.model_validate_json(reply.content)
+                else:
+                    parsed = shape.model_validate(reply.content)
+            except ValidationError as invalid:
+                problem = _describe(invalid)
+            else:
+                # An insisted shape is a subclass: the step's own type goes on, as without it.
+                return parsed if shape is output_type else output_type(**dict(parsed))
             if attempt < attempts:
                 request = replace(
                     request,
