@@ -16,6 +16,9 @@ minute, holding at most one second's worth, so a client faster than R gets 429s 
 tokens are taken from a bucket refilled at T a minute, holding one second's worth; a request
 the bucket cannot cover gets a 429, and every answer says what is left in OpenAI's
 ``x-ratelimit-limit-tokens``, ``-remaining-tokens`` and ``-reset-tokens`` headers.
+
+With ``--record FILE`` every chat request's body is appended to FILE, one per line, as it came:
+``bench/bare_client.py`` sends the same bodies again, the floor a runner's CPU is held against.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import math
 import re
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 
 def tokens(text: str) -> int:
@@ -197,8 +201,15 @@ def completion(body: dict[str, Any], content: str) -> dict[str, Any]:
 
 
 class Server:
-    def __init__(self, latency_s: float, rpm: float | None, tpm: float | None = None) -> None:
+    def __init__(
+        self,
+        latency_s: float,
+        rpm: float | None,
+        tpm: float | None = None,
+        record: BinaryIO | None = None,
+    ) -> None:
         self.latency_s = latency_s
+        self.record = record
         self.bucket = Bucket(rpm) if rpm else None
         self.tokens = TokenBucket(tpm) if tpm else None
         self.stats = Stats()
@@ -244,6 +255,8 @@ class Server:
                 stats.throttled += 1
                 error = {"error": {"message": "Rate limit reached", "type": "requests"}}
                 return "429 Too Many Requests", error, f"retry-after-ms: {int(wait * 1000) + 1}\r\n"
+        if self.record is not None:
+            self.record.write(raw.replace(b"\n", b"") + b"\n")
         body = json.loads(raw)
         content = json.dumps(reply_for(body))
         result = completion(body, content)
@@ -268,8 +281,10 @@ class Server:
         return "200 OK", result, extra
 
 
-async def serve(latency_s: float, rpm: float | None, tpm: float | None) -> None:
-    server = Server(latency_s, rpm, tpm)
+async def serve(
+    latency_s: float, rpm: float | None, tpm: float | None, record: BinaryIO | None
+) -> None:
+    server = Server(latency_s, rpm, tpm, record)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, backlog=1024)
     port = listener.sockets[0].getsockname()[1]
     print(port, flush=True)
@@ -284,8 +299,13 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per reply")
     parser.add_argument("--rpm", type=float, default=None, help="429 beyond this many a minute")
     parser.add_argument("--tpm", type=float, default=None, help="429 beyond these tokens a minute")
+    parser.add_argument("--record", type=Path, default=None, help="append each request body here")
     args = parser.parse_args()
-    asyncio.run(serve(args.latency, args.rpm, args.tpm))
+    if args.record is None:
+        asyncio.run(serve(args.latency, args.rpm, args.tpm, None))
+        return
+    with args.record.open("ab") as record:
+        asyncio.run(serve(args.latency, args.rpm, args.tpm, record))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ items and C requests in flight. It prints per scenario:
 - judge requests, prompt and completion tokens per item (as the server counted them), 429s;
 - TCP connections the server saw opened;
 - the run's peak RSS, and the runner's CPU time per item and per judge request (the run's
-  process CPU time from its manifest: everything but the judge's latency).
+  process CPU time from its manifest: everything but the judge's latency);
+- the floor (``c20``, ``c100``, ``cpu``): ``bench/bare_client.py``, a bare aiohttp client,
+  posts the very bodies the run sent, with the same C in flight, to a fresh judge of the same
+  latency; its CPU per request, and the runner's as a multiple of it (the issue's target: 2x).
 
     python bench/throughput.py                  # every scenario but scale (about 4 minutes)
     python bench/throughput.py --only c20 cached
@@ -70,11 +73,16 @@ class LoopbackJudge:
     """``bench/loopback_judge.py`` in its own process."""
 
     def __init__(
-        self, latency_s: float, rpm: float | None = None, tpm: float | None = None
+        self,
+        latency_s: float,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        record: Path | None = None,
     ) -> None:
         command = [sys.executable, str(ROOT / "bench" / "loopback_judge.py")]
         command += ["--latency", str(latency_s)] + (["--rpm", str(rpm)] if rpm else [])
         command += ["--tpm", str(tpm)] if tpm else []
+        command += ["--record", str(record)] if record else []
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.process.stdout is not None
         self.port = int(self.process.stdout.readline())
@@ -107,6 +115,11 @@ class Result:
     peak_rss_mb: float
     cpu_s: float
     served_s: float
+    # The bare client's CPU seconds for the same bodies (None: not measured), its count, and the
+    # same bodies' CPU seconds through the openai SDK alone.
+    bare_cpu_s: float | None = None
+    bare_requests: int = 0
+    sdk_cpu_s: float | None = None
 
     @property
     def efficiency(self) -> float | None:
@@ -157,10 +170,13 @@ def judged_run(
     rpm: float | None = None,
     tpm: float | None = None,
     cached: bool = False,
+    floor: bool = False,
 ) -> Result:
     """One run against a fresh loopback judge; ``cached``: a run that fills the cache first,
-    then the measured rerun (same server, same cache), which should send nothing."""
-    server = LoopbackJudge(latency_s, rpm, tpm)
+    then the measured rerun (same server, same cache), which should send nothing; ``floor``:
+    the bare client then sends the bodies the run sent (``bare_floor``)."""
+    bodies = work / f"{name}-bodies.jsonl" if floor else None
+    server = LoopbackJudge(latency_s, rpm, tpm, record=bodies)
     try:
         overrides = [
             "model=openai",
@@ -202,6 +218,8 @@ def judged_run(
         ideal = 3 * latency_s * math.ceil(items / concurrency)
     else:
         ideal = None
+    bare = bare_floor(bodies, latency_s, concurrency) if bodies else None
+    sdk = bare_floor(bodies, latency_s, concurrency, sdk=True) if bodies else None
     return Result(
         name=name,
         items=items,
@@ -217,7 +235,33 @@ def judged_run(
         peak_rss_mb=manifest["resources"]["peak_rss_mb"],
         cpu_s=manifest["resources"]["cpu_s"],
         served_s=span_s,
+        bare_cpu_s=bare["cpu_s"] if bare else None,
+        bare_requests=int(bare["requests"]) if bare else 0,
+        sdk_cpu_s=sdk["cpu_s"] if sdk else None,
     )
+
+
+def bare_floor(
+    bodies: Path, latency_s: float, concurrency: int, *, sdk: bool = False
+) -> dict[str, float]:
+    """``bench/bare_client.py`` posting ``bodies`` to a fresh judge of the same latency (through
+    the openai SDK alone with ``sdk``)."""
+    server = LoopbackJudge(latency_s)
+    try:
+        client = ROOT / "bench" / "bare_client.py"
+        completed = subprocess.run(
+            [sys.executable, str(client), str(bodies), server.base_url, str(concurrency)]
+            + (["--sdk"] if sdk else []),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        server.stop()
+    bare: dict[str, float] = json.loads(completed.stdout)
+    if bare["failed"]:
+        sys.exit(f"the bare client got {bare['failed']:g} failed replies of {bare['requests']:g}")
+    return bare
 
 
 def print_judged(
@@ -265,6 +309,21 @@ def print_judged(
         print(f", {result.cpu_s / result.requests * 1000:.2f} ms/request")
     else:
         print()
+    if result.bare_cpu_s is not None and result.requests and result.bare_requests:
+        runner_ms = result.cpu_s / result.requests * 1000
+        bare_ms = result.bare_cpu_s / result.bare_requests * 1000
+        print(
+            f"  bare client CPU   {bare_ms:.2f} ms/request ({result.bare_requests} of the run's "
+            f"bodies, C={concurrency}); runner/bare = {runner_ms / bare_ms:.2f}x"
+        )
+    if result.sdk_cpu_s is not None and result.requests and result.bare_requests:
+        sdk_ms = result.sdk_cpu_s / result.bare_requests * 1000
+        bare_ms = (result.bare_cpu_s or 0.0) / result.bare_requests * 1000
+        runner_ms = result.cpu_s / result.requests * 1000
+        print(
+            f"  openai SDK alone  {sdk_ms:.2f} ms/request (the same bodies, "
+            f"{sdk_ms / bare_ms:.2f}x bare); the runner beyond it {runner_ms - sdk_ms:+.2f} ms"
+        )
 
 
 def offline_judge_cost(dataset: Path, sample: int) -> float:
@@ -330,10 +389,10 @@ def main() -> None:
         work = Path(folder)
         dataset = write_items(work / "items.jsonl", args.items)
         judged = {
-            "c20": {"concurrency": 20, "latency_s": 0.2},
+            "c20": {"concurrency": 20, "latency_s": 0.2, "floor": True},
             "cached": {"concurrency": 20, "latency_s": 0.2, "cached": True},
-            "c100": {"concurrency": 100, "latency_s": 1.0},
-            "cpu": {"concurrency": 100, "latency_s": 0.2},
+            "c100": {"concurrency": 100, "latency_s": 1.0, "floor": True},
+            "cpu": {"concurrency": 100, "latency_s": 0.2, "floor": True},
             "rate": {"concurrency": 50, "latency_s": 0.2, "rpm": args.rpm},
             "tokens": {"concurrency": 50, "latency_s": 0.2, "tpm": args.tpm},
         }
