@@ -29,7 +29,7 @@ from summeval_runner import (
     run_evals,
 )
 from summeval_runner._io._tables import TRANSCRIPTS_SCHEMA
-from tests.app import ENV, SECRET, openai_run, run_app, start_app, table
+from tests.app import ENV, SECRET, openai_run, run_app, start_app, summeval_merge, table
 from tests.chat_server import ChatServer, Fault, Recorded, Reply, valid_content
 from tests.documents import write_dataset
 from tests.test_recovery import wait_until
@@ -437,3 +437,61 @@ def test_after_sigkill_and_resume_each_items_requests_are_in_the_table_once(
     everything = _received(chat_server)
     assert all(everything[_sent(m)] for m in rows[rows["cached"]]["messages"])
     assert len(rows) == 3 * 12
+
+
+def test_a_merge_of_shards_keeps_each_shards_transcripts_once(tmp_path: Path) -> None:
+    quiet = ("runner.progress=false", "dataset.limit=6", "runner.transcripts=true")
+    shards = [tmp_path / "shard0", tmp_path / "shard1"]
+    for index, shard in enumerate(shards):
+        completed = run_app(shard, *quiet, f"runner.shard={index}/2")
+        assert completed.returncode == 0, completed.stderr
+
+    merged = summeval_merge(*map(str, shards), "--out", str(tmp_path / "merged"), cwd=tmp_path)
+
+    assert merged.returncode == 0, merged.stderr
+    rows = table(tmp_path / "merged", "transcripts")
+    parts = pd.concat([table(shard, "transcripts") for shard in shards])
+    assert len(rows) == len(parts) == 3 * 6
+    assert rows["run_id"].nunique() == 1
+    key = ["item_id", "trial", "request"]
+    assert not rows.duplicated(key).any()
+    mine = rows.set_index(key).sort_index()
+    theirs = parts.set_index(key).sort_index()
+    assert [_sent(m) for m in mine["messages"]] == [_sent(m) for m in theirs["messages"]]
+    assert mine["reply"].tolist() == theirs["reply"].tolist()
+
+
+def test_in_batch_mode_each_row_is_a_batch_line_as_the_server_received_it(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    run_dir = tmp_path / "run"
+
+    completed = run_app(
+        run_dir,
+        *openai_run(
+            chat_server.base_url,
+            dataset,
+            "runner.mode=batch",
+            "runner.batch_poll_s=0.02",
+            "runner.cache=off",
+            "runner.transcripts=true",
+        ),
+        env=ENV,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    lines = [r for r in chat_server.requests if r.batch is not None]
+    assert lines
+    assert len(lines) == len(chat_server.requests)
+    rows = table(run_dir, "transcripts")
+    assert len(rows) == 3 * 3
+    # Requests alike in a round (the reason calls of items judged alike) are one line.
+    assert {_sent(m) for m in rows["messages"]} == {_sent(r.body["messages"]) for r in lines}
+    by_line = {_sent(r.body["messages"]): r.body for r in lines}
+    for _, row in rows.iterrows():
+        body = by_line[_sent(row["messages"])]
+        assert json.loads(row["settings"]) == {
+            k: v for k, v in body.items() if k not in ("model", "messages")
+        }
+        assert json.loads(row["reply"]) == valid_content(body)
