@@ -72,7 +72,8 @@ class RunOptions:
       model and settings, the reply and its verdict or error, re-asks included. Each item's
       summarization result holds them (``transcript``), and a run directory gets
       ``transcripts.parquet``, a row per request, scrubbed of secrets as every table is. Off:
-      nothing of them is built.
+      nothing of them is built. A run that keeps its results (``keep_results``, Python's
+      default) holds every item's transcript in memory until it returns.
 
     >>> RunOptions.of(None, {"concurrency": 4, "retry": {"max_attempts": 3}}).max_items_in_flight
     4

@@ -481,6 +481,7 @@ class SummarizationScorer(AsyncClosing):
             raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
             # Insisted on while a re-ask is left; the last reply is read as the step's own shape.
             shape = insist if insist is not None and attempt < attempts else output_type
+            parsed: _Output | None = None
             try:
                 if isinstance(reply.content, str):
                     parsed = shape.model_validate_json(reply.content)
@@ -488,24 +489,19 @@ class SummarizationScorer(AsyncClosing):
                     parsed = shape.model_validate(reply.content)
             except ValidationError as invalid:
                 problem = _describe(invalid)
-                if meter.exchanges is not None:
-                    meter.exchanges.append(
-                        self._exchange(
-                            request, "invalid", reply, raw, error=problem, latency_s=latency_s
-                        )
+            if meter.exchanges is not None:
+                meter.exchanges.append(
+                    self._exchange(
+                        request,
+                        "invalid" if parsed is None else "ok",
+                        reply,
+                        raw,
+                        verdict=None if parsed is None else parsed.model_dump(mode="json"),
+                        error=problem if parsed is None else None,
+                        latency_s=latency_s,
                     )
-            else:
-                if meter.exchanges is not None:
-                    meter.exchanges.append(
-                        self._exchange(
-                            request,
-                            "ok",
-                            reply,
-                            raw,
-                            verdict=parsed.model_dump(mode="json"),
-                            latency_s=latency_s,
-                        )
-                    )
+                )
+            if parsed is not None:
                 # An insisted shape is a subclass: the step's own type goes on, as without it.
                 return parsed if shape is output_type else output_type(**dict(parsed))
             if attempt < attempts:
