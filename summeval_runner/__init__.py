@@ -62,6 +62,7 @@ from summeval_runner._scorers._outcome import ItemResult, RunCounts
 from summeval_runner._scorers._prompts import PROMPT_VERSION
 from summeval_runner._scorers._result import (
     ErrorInfo,
+    JudgeExchange,
     StepUsage,
     SummarizationResult,
     Usage,
@@ -101,6 +102,7 @@ __all__ = [
     "JudgeAuthError",
     "JudgeConnectionError",
     "JudgeError",
+    "JudgeExchange",
     "JudgeNoise",
     "JudgeOutputError",
     "JudgeReply",

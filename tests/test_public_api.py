@@ -24,6 +24,7 @@ PUBLIC = {
     "StepUsage",
     "Usage",
     "ErrorInfo",
+    "JudgeExchange",
     "PROMPT_VERSION",
     # what is scored
     "extract_tool_results",

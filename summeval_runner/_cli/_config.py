@@ -89,6 +89,7 @@ class RunnerConfig:
     mode: str = _RUN.mode
     batch_poll_s: float = _RUN.batch_poll_s
     batch_max_requests: int = _RUN.batch_max_requests
+    transcripts: bool = _RUN.transcripts
     # Print the run's requests, tokens and cost, estimated, and run nothing (the app's own).
     estimate: bool = False
 

@@ -53,6 +53,7 @@ from summeval_runner._io._tables import (
     AGGREGATES_SCHEMA,
     QUESTIONS_SCHEMA,
     TABLES,
+    TRANSCRIPTS_SCHEMA,
     Summary,
     items_schema,
 )
@@ -63,6 +64,8 @@ from summeval_runner._secrets import scrub
 logger = logging.getLogger("summeval_runner")
 
 JOURNAL = "journal.jsonl"
+# The table of judge requests (RunOptions.transcripts): written only by a run that keeps them.
+TRANSCRIPTS = "transcripts"
 _COMPACT_BATCH = 1000
 _SYNC_INTERVAL_S = 1.0
 # A journal line starts with its position, item id and status (a record's first fields, in the
@@ -359,13 +362,23 @@ class RunWriter:
                 self._journal.close()
 
     def compact(
-        self, *, run_id: str, variant: str, metadata: MetadataTypes | None = None
+        self,
+        *,
+        run_id: str,
+        variant: str,
+        metadata: MetadataTypes | None = None,
+        transcripts: bool = False,
     ) -> Compacted:
         """Compact the journal into Parquet tables and write the aggregates.
 
         ``metadata`` is the data's metadata fields and their kinds, read before the run (the
         manifest's ``dataset.metadata_types``); without it (a stream's), every field the
         journal's items carry is text.
+
+        ``transcripts.parquet`` is written when ``transcripts`` asks for it (the run keeps
+        transcripts), or when any journaled item holds a transcript (an earlier part of the
+        run, or a shard, kept them); otherwise none is left in the directory. Its rows come
+        from the items' last entries, as every table's: each item's requests once.
 
         Rows come out in dataset order whatever order items finished in, and an item journaled
         twice (tried again on resume) keeps its last entry, so the tables of a resumed run equal
@@ -390,12 +403,27 @@ class RunWriter:
             )
             for name in ("items", "alignment", "coverage")
         }
+        transcript_path = self.run_dir / f"{TRANSCRIPTS}.parquet"
+        schemas[TRANSCRIPTS] = TRANSCRIPTS_SCHEMA
+
+        def open_transcripts() -> None:
+            writers[TRANSCRIPTS] = pq.ParquetWriter(
+                _partial(transcript_path),
+                TRANSCRIPTS_SCHEMA,
+                write_statistics=_statistics_columns(TRANSCRIPTS_SCHEMA),
+            )
+
+        if transcripts:
+            open_transcripts()
         summary = Summary()
         noise = NoiseTally()
         statuses: list[Status] = []
-        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in writers}
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in schemas}
 
         def flush() -> None:
+            if rows[TRANSCRIPTS] and TRANSCRIPTS not in writers:
+                # Kept by an earlier part of the run (or a shard) though not by this one.
+                open_transcripts()
             for name, writer in writers.items():
                 writer.write_table(pa.Table.from_pylist(rows[name], schema=schemas[name]))
                 rows[name] = []
@@ -427,6 +455,11 @@ class RunWriter:
         _write_questions(
             self.journal_path, _partial(paths["questions"]), run_id=run_id, variant=variant
         )
+        if TRANSCRIPTS in writers:
+            paths[TRANSCRIPTS] = transcript_path
+        else:
+            # A table an earlier part wrote, that no item's entry holds now: not left stale.
+            transcript_path.unlink(missing_ok=True)
         for path in paths.values():
             os.replace(_partial(path), path)
         return Compacted(tables=paths, counts=RunCounts.of(statuses), noise=noise)

@@ -18,7 +18,12 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from summeval_runner._io._metadata import MetadataReader, MetadataTypes
 from summeval_runner._io._tables import ITEMS_SCHEMA
 from summeval_runner._scorers._outcome import ItemResult, number_of, status_of
-from summeval_runner._scorers._result import ErrorInfo, Status, SummarizationResult
+from summeval_runner._scorers._result import (
+    ErrorInfo,
+    JudgeExchange,
+    Status,
+    SummarizationResult,
+)
 
 
 class _Frozen(BaseModel):
@@ -116,11 +121,17 @@ def rows_of(
     metadata: MetadataTypes | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The rows one item adds to each table: a row per scorer and trial in ``items``, a row per
-    claim verdict in ``alignment`` and a row per question asked in ``coverage``.
+    claim verdict in ``alignment``, a row per question asked in ``coverage``, and a row per
+    judge request in ``transcripts`` (none unless the run kept transcripts).
 
     ``metadata`` is the run's metadata fields and their kinds (``items.parquet``'s struct);
     without it, those of this item's own values."""
-    rows: dict[str, list[dict[str, Any]]] = {"items": [], "alignment": [], "coverage": []}
+    rows: dict[str, list[dict[str, Any]]] = {
+        "items": [],
+        "alignment": [],
+        "coverage": [],
+        "transcripts": [],
+    }
     fields = json.loads(record.metadata)
     if metadata is None:
         reader = MetadataReader()
@@ -155,6 +166,7 @@ def rows_of(
             row |= _summarization_columns(result)
             rows["alignment"] += _alignment_rows(result, keys)
             rows["coverage"] += _coverage_rows(result, keys)
+            rows["transcripts"] += _transcript_rows(result.transcript, keys)
         rows["items"].append(row)
     return rows
 
@@ -230,3 +242,34 @@ def _coverage_rows(result: SummarizationResult, keys: dict[str, Any]) -> list[di
             }
         )
     return rows
+
+
+def _transcript_rows(
+    transcript: tuple[JudgeExchange, ...], keys: dict[str, Any]
+) -> list[dict[str, Any]]:
+    return [
+        keys
+        | {
+            "request": position,
+            "step": exchange.step,
+            "attempt": exchange.attempt,
+            "judge": exchange.judge,
+            "model": exchange.model,
+            "messages": [{"role": m.role, "content": m.content} for m in exchange.messages],
+            "settings": _json_text(exchange.settings),
+            "reply": exchange.reply,
+            "status": exchange.status,
+            "verdict": _json_text(exchange.verdict),
+            "error": exchange.error,
+            "cached": exchange.cached,
+            "retries": exchange.retries,
+            "input_tokens": exchange.input_tokens,
+            "output_tokens": exchange.output_tokens,
+            "latency_s": exchange.latency_s,
+        }
+        for position, exchange in enumerate(transcript)
+    ]
+
+
+def _json_text(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)

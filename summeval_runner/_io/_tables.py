@@ -263,6 +263,101 @@ QUESTIONS_SCHEMA = for_pandas(
         ]
     )
 )
+# One row per judge request of each item (RunOptions.transcripts): what was sent and what came
+# back, re-asks included. Written only by a run that keeps transcripts.
+TRANSCRIPTS_SCHEMA = for_pandas(
+    pa.schema(
+        [
+            *_key_fields(),
+            described(
+                "request",
+                pa.int32(),
+                "the request's place among this item's requests (of this scorer and trial), "
+                "from 0, in the order they were made",
+                nullable=False,
+            ),
+            described("step", pa.string(), "preprocess, analyze or reason", nullable=False),
+            described(
+                "attempt",
+                pa.int32(),
+                "1 for the step's first ask; 2 and on for each re-ask after a reply that did "
+                "not fit the step's schema",
+                nullable=False,
+            ),
+            described("judge", pa.string(), "the judge's name, as in items", nullable=False),
+            described(
+                "model",
+                pa.string(),
+                "the model the request named; the judge's name for one that sends no request "
+                "body (offline)",
+                nullable=False,
+            ),
+            described(
+                "messages",
+                pa.list_(
+                    pa.struct(
+                        [
+                            pa.field("role", pa.string(), nullable=False),
+                            pa.field("content", pa.string(), nullable=False),
+                        ]
+                    )
+                ),
+                "the messages as sent, each {role, content}: system, user; a re-ask adds the "
+                "previous reply (assistant) and the problem found in it (user)",
+                nullable=False,
+            ),
+            described(
+                "settings",
+                pa.string(),
+                "the rest of the request body as sent, JSON text (temperature, seed, "
+                "response_format with its schema, max_tokens); null for a judge that sends none",
+            ),
+            described(
+                "reply",
+                pa.string(),
+                "the judge's reply text, whole; null when the request failed",
+            ),
+            described(
+                "status",
+                pa.string(),
+                "ok (the reply fit the step's schema), invalid (it did not: re-asked while a "
+                "re-ask was left) or failed (the request raised after the run's retries)",
+                nullable=False,
+            ),
+            described(
+                "verdict",
+                pa.string(),
+                "for ok: the reply as parsed, JSON text; null otherwise",
+            ),
+            described(
+                "error",
+                pa.string(),
+                "for invalid: what did not fit; for failed: the error; null for ok",
+            ),
+            described(
+                "cached",
+                pa.bool_(),
+                "the response cache held the reply (stored when the same request was first "
+                "answered): no request went out for it",
+                nullable=False,
+            ),
+            described(
+                "retries",
+                pa.int32(),
+                "times the request was sent again after a transient failure (429, 5xx, timeout)",
+                nullable=False,
+            ),
+            described("input_tokens", pa.int64(), "the request's input tokens", nullable=False),
+            described("output_tokens", pa.int64(), "the reply's output tokens", nullable=False),
+            described(
+                "latency_s",
+                pa.float64(),
+                "seconds from the request to its reply (or its failure)",
+                nullable=False,
+            ),
+        ]
+    )
+)
 TABLES: Mapping[str, pa.Schema] = {
     "items": ITEMS_SCHEMA,
     "alignment": ALIGNMENT_SCHEMA,

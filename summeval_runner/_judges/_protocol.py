@@ -224,7 +224,8 @@ class JudgeReply:
     ``retries`` counts the requests a retrying wrapper (the runner's) sent again before this
     answer came back. ``cost`` is what the call cost in US dollars: its tokens at the judge's
     price, 0 for a reply the response cache held, ``None`` when the price is not known.
-    ``rate_limits`` is what the server said of its limits, when it said.
+    ``rate_limits`` is what the server said of its limits, when it said. ``cached``: the
+    response cache held this reply; no request was sent for it.
     """
 
     content: str | Mapping[str, Any]
@@ -232,6 +233,7 @@ class JudgeReply:
     retries: int = 0
     cost: float | None = None
     rate_limits: RateLimits | None = None
+    cached: bool = False
 
 
 @runtime_checkable
@@ -332,6 +334,18 @@ def judge_name(judge: Judge) -> str:
     """A judge's display name: its ``name`` attribute, else its class name."""
     name = getattr(judge, "name", None)
     return name if isinstance(name, str) and name else type(judge).__name__
+
+
+def request_body_of(judge: Judge, request: JudgeRequest) -> Mapping[str, Any] | None:
+    """What ``judge`` sends over the wire for ``request`` (its ``request_body``: the OpenAI
+    provider's Chat Completions body, the messages as sent included), or ``None`` for a judge
+    that sends none it can show (the offline judge, a user's own). The runner's wrappers pass
+    the question on to the judge they wrap."""
+    body = getattr(judge, "request_body", None)
+    if not callable(body):
+        return None
+    sent = body(request)
+    return sent if isinstance(sent, Mapping) else None
 
 
 def judge_price(judge: Judge) -> Price | None:

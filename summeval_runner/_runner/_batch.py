@@ -70,6 +70,14 @@ def _for_trial(scorer: Any, trial: int) -> Any:
     return with_trial(trial) if trial and callable(with_trial) else scorer
 
 
+def _keeping_transcripts(scorer: Any, keep: bool) -> Any:
+    """The scorer keeping a transcript of its judge requests in each result, when the run keeps
+    them (``RunOptions.transcripts``) and it can (the summarization scorer's
+    ``with_transcripts``); otherwise the scorer as it is."""
+    with_transcripts = getattr(scorer, "with_transcripts", None)
+    return with_transcripts(True) if keep and callable(with_transcripts) else scorer
+
+
 def _is_async_callable(target: Callable[..., Any]) -> bool:
     call = getattr(target, "__call__", None)  # noqa: B004 - instances with an async __call__
     return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(call)
@@ -112,8 +120,9 @@ class Batch:
     ) -> None:
         self.scorers = scorers
         # Each trial's scorers (RunOptions.trials): the first trial's are the scorers.
+        kept = [_keeping_transcripts(scorer, options.transcripts) for scorer in scorers]
         self.trial_scorers = [
-            [_for_trial(scorer, trial) for scorer in scorers] for trial in range(options.trials)
+            [_for_trial(scorer, trial) for scorer in kept] for trial in range(options.trials)
         ]
         self.ids = ids
         self.target = target

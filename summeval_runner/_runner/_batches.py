@@ -49,6 +49,7 @@ from summeval_runner._judges._protocol import (
     JudgeRequest,
     judge_name,
     judge_price,
+    request_body_of,
 )
 from summeval_runner._runner._cache import request_key
 from summeval_runner._runner._retry import RetryPolicy
@@ -207,6 +208,10 @@ class BatchedJudge:
         self._since = since
 
     # --- the judge protocol ------------------------------------------------------------------
+
+    def request_body(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+        """What the wrapped judge sends for ``request`` (a transcript shows it)."""
+        return request_body_of(self.judge, request)
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         await self._recovered_first()

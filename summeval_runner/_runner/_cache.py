@@ -49,6 +49,7 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
     judge_name,
     reply_model,
+    request_body_of,
 )
 from summeval_runner._scorers._questions import QuestionKey, QuestionSet
 from summeval_runner._secrets import scrub
@@ -499,7 +500,7 @@ class CachedJudge:
             if cached is not None:
                 self._count("cache_hits")
                 # Paid for when it was stored: this answer costs nothing, at any price.
-                return replace(cached, cost=0.0)
+                return replace(cached, cost=0.0, cached=True)
         reply = await self.judge.complete(request)
         stored = (
             self.cache.writes
@@ -510,6 +511,10 @@ class CachedJudge:
         if stored:
             self._count("cache_stored")
         return reply
+
+    def request_body(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+        """What the wrapped judge sends for ``request`` (a transcript shows it)."""
+        return request_body_of(self.judge, request)
 
     def _count(self, counter: str) -> None:
         if self._on_traffic is not None:

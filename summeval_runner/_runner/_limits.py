@@ -42,6 +42,7 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
     judge_name,
     judge_price,
+    request_body_of,
 )
 from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
 from summeval_runner._runner._retry import RetryPolicy
@@ -625,6 +626,10 @@ class LimitedJudge:
             raise JudgeAPIError(
                 f"the judge gave no reply within request_timeout_s ({self.request_timeout_s:g} s)"
             ) from None
+
+    def request_body(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+        """What the wrapped judge sends for ``request`` (a transcript shows it)."""
+        return request_body_of(self.judge, request)
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         attempt = 1  # tries that reached the judge: what max_attempts bounds

@@ -68,6 +68,12 @@ class RunOptions:
       judge requests carry the trial number (a sampling judge varies its seed by it, and the
       cache keeps each trial's replies apart). Tables hold every trial; an item's score is its
       mean over its trials, and the run reports how much the trials disagreed.
+    - ``transcripts``: keep every judge request of every item: the messages as sent, the
+      model and settings, the reply and its verdict or error, re-asks included. Each item's
+      summarization result holds them (``transcript``), and a run directory gets
+      ``transcripts.parquet``, a row per request, scrubbed of secrets as every table is. Off:
+      nothing of them is built. A run that keeps its results (``keep_results``, Python's
+      default) holds every item's transcript in memory until it returns.
 
     >>> RunOptions.of(None, {"concurrency": 4, "retry": {"max_attempts": 3}}).max_items_in_flight
     4
@@ -99,6 +105,7 @@ class RunOptions:
     mode: RunMode = "interactive"
     batch_poll_s: float = 30.0
     batch_max_requests: int = 10_000
+    transcripts: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -139,8 +146,10 @@ class RunOptions:
             raise ConfigError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}")
         if self.shard is not None and not isinstance(self.shard, Shard):
             raise ConfigError(f"shard must be 'I/N' or a Shard, got {self.shard!r}")
-        if not isinstance(self.progress, bool):
-            raise ConfigError(f"progress must be True or False, got {self.progress!r}")
+        for name in ("progress", "transcripts"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be True or False, got {value!r}")
         if self.cache_path is not None and not isinstance(self.cache_path, Path):
             raise ConfigError(f"cache_path must be a path or None, got {self.cache_path!r}")
         if self.variant is not None and (not isinstance(self.variant, str) or not self.variant):

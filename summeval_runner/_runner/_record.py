@@ -317,6 +317,7 @@ class RunRecorder:
                     run_id=self.manifest.run_id,
                     variant=self.manifest.variant,
                     metadata=metadata_types(self.manifest.dataset),
+                    transcripts=self._options.transcripts,
                 )
             except Exception as error:
                 cause = _cause(f"the tables could not be written in {self.run_dir}", error)

@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from summeval_runner._judges._protocol import AnalyzeStepResult, PreprocessStepResult
+from summeval_runner._judges._protocol import (
+    AnalyzeStepResult,
+    PreprocessStepResult,
+    PromptMessage,
+    Step,
+)
 
 Status = Literal["scored", "unscorable", "error"]
 # The summarization scorer's id, in every row it writes.
@@ -108,6 +113,46 @@ class ErrorInfo(_Frozen):
     step: FailedStep | None = None
     attempts: int = 0
     raw_reply: str | None = None
+
+
+ExchangeStatus = Literal["ok", "invalid", "failed"]
+
+
+class JudgeExchange(_Frozen):
+    """One judge request of an evaluation and what came of it: a line of its transcript, kept
+    when asked (``RunOptions.transcripts``; ``SummarizationScorer.with_transcripts``).
+
+    ``step`` and ``attempt`` (1 for the step's first ask, 2 and on for each re-ask after a reply
+    that did not fit the step's schema); ``trial`` (``RunOptions.trials``, from 0). ``judge`` is
+    the judge's name, ``model`` the model the request named (the judge's name for a judge that
+    sends no request body: the offline judge). ``messages`` are the messages as sent (system,
+    user; a re-ask adds the previous reply and the problem found in it), ``settings`` the rest
+    of the request body as sent (temperature, seed, response_format with its schema,
+    max_tokens; ``None`` for a judge that sends none). ``reply`` is the judge's reply text
+    (``None`` when the request failed). ``status``: ``ok`` (the reply fit: ``verdict`` is it,
+    parsed), ``invalid`` (it did not: ``error`` says why, and the step was re-asked while a
+    re-ask was left) or ``failed`` (the request raised, after the run's retries: ``error``).
+    ``cached``: the response cache held the reply, so no request went out for it; it is the
+    reply stored when the same request was first answered. ``retries``, the tokens and
+    ``latency_s`` are the request's own, as in ``Usage``.
+    """
+
+    step: Step
+    attempt: int
+    trial: int = 0
+    judge: str
+    model: str
+    messages: tuple[PromptMessage, ...]
+    settings: dict[str, Any] | None = None
+    reply: str | None = None
+    status: ExchangeStatus
+    verdict: dict[str, Any] | None = None
+    error: str | None = None
+    cached: bool = False
+    retries: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
 
 
 @dataclass
@@ -209,6 +254,8 @@ class SummarizationResult(_Frozen):
     ``source`` and ``summary`` are the texts that were judged, as the scorer read them from the
     input and the output. ``questions_shared`` says the questions were drawn by another
     evaluation of the same source (``questions="per_source"``), not by this one's preprocess call.
+    ``transcript`` holds every judge request the evaluation made, in order, when transcripts
+    were asked for (``RunOptions.transcripts``); it is empty otherwise.
 
     >>> result = SummarizationResult(status="unscorable", score=0.0, reason="The summary is empty.",
     ...                              max_questions=10, scale=1.0, judge="offline",
@@ -231,6 +278,7 @@ class SummarizationResult(_Frozen):
     source: str | None = None
     summary: str | None = None
     questions_shared: bool = False
+    transcript: tuple[JudgeExchange, ...] = ()
 
     @property
     def asked_questions(self) -> tuple[str, ...]:

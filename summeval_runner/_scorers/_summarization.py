@@ -28,6 +28,7 @@ from summeval_runner._judges._protocol import (
     AsyncClosing,
     ClaimsReply,
     Judge,
+    JudgeReply,
     JudgeRequest,
     PreprocessInput,
     PreprocessStepResult,
@@ -38,6 +39,7 @@ from summeval_runner._judges._protocol import (
     Step,
     StepInput,
     judge_name,
+    request_body_of,
     strict_json_schema,
 )
 from summeval_runner._judges._resolve import resolve_judge
@@ -61,6 +63,8 @@ from summeval_runner._scorers._result import (
     EVALUATION_PROGRESS,
     SUMMARIZATION_SCORER_ID,
     ErrorInfo,
+    ExchangeStatus,
+    JudgeExchange,
     Status,
     StepUsage,
     SummarizationResult,
@@ -163,6 +167,9 @@ def _require_count(name: str, value: object, *, minimum: int) -> None:
 class _Meter:
     # Local to one run() call: the scorer itself holds no per-evaluation state.
     usage: dict[Step, StepUsage] = field(default_factory=dict)
+    # Each judge request and what came of it, when transcripts are kept; None: not kept, and
+    # nothing of them is built.
+    exchanges: list[JudgeExchange] | None = None
 
     def add(
         self,
@@ -187,6 +194,10 @@ class _Meter:
     def frozen(self) -> Usage:
         return Usage(**self.usage)
 
+    @property
+    def transcript(self) -> tuple[JudgeExchange, ...]:
+        return tuple(self.exchanges) if self.exchanges is not None else ()
+
 
 @dataclass(frozen=True)
 class SummarizationScorer(AsyncClosing):
@@ -208,6 +219,9 @@ class SummarizationScorer(AsyncClosing):
     # Which repeated judgment of an item this scorer makes (RunOptions.trials; from 0): its
     # requests carry it, so a sampling judge varies its seed and the cache keeps trials apart.
     trial: int = 0
+    # Keep each judge request, its reply and its verdict in the result (its ``transcript``):
+    # RunOptions.transcripts turns it on for a run.
+    transcripts: bool = False
 
     id: ClassVar[str] = SUMMARIZATION_SCORER_ID
     name: ClassVar[str] = "Summarization"
@@ -228,6 +242,12 @@ class SummarizationScorer(AsyncClosing):
     def with_trial(self, trial: int) -> SummarizationScorer:
         """The same scorer making trial ``trial`` of a repeated judgment (from 0)."""
         return replace(self, trial=trial)
+
+    def with_transcripts(self, keep: bool = True) -> SummarizationScorer:
+        """The same scorer keeping (or not) a transcript of its judge requests in each result:
+        the messages as sent, the settings, the reply and its verdict or error, re-asks
+        included (``SummarizationResult.transcript``)."""
+        return replace(self, transcripts=keep)
 
     async def aclose(self) -> None:
         """Close the judge's connections opened from the running event loop, if it holds any.
@@ -273,7 +293,7 @@ class SummarizationScorer(AsyncClosing):
                 "empty, so there is nothing to judge; the score is 0 by rule.",
                 usage=Usage(),
             )
-        meter = _Meter()
+        meter = _Meter(exchanges=[] if self.transcripts else None)
         preprocess: PreprocessStepResult | None = None
         analyze: AnalyzeStepResult | None = None
         shared = False
@@ -323,6 +343,7 @@ class SummarizationScorer(AsyncClosing):
                 score=None,
                 reason=f"The {step} step failed: {error}",
                 usage=meter.frozen(),
+                transcript=meter.transcript,
                 preprocess=preprocess,
                 analyze=analyze,
                 questions_shared=shared,
@@ -341,6 +362,7 @@ class SummarizationScorer(AsyncClosing):
             score=score,
             reason=explanation.reason,
             usage=meter.frozen(),
+            transcript=meter.transcript,
             preprocess=preprocess,
             analyze=analyze,
             questions_shared=shared,
@@ -431,25 +453,35 @@ class SummarizationScorer(AsyncClosing):
                 reply = await self.judge.complete(request)
             except Exception as error:
                 # A failed call still counts as an attempt, and its wait as latency.
+                latency_s = time.perf_counter() - started
+                retries = max(0, getattr(error, "attempts", 1) - 1)
                 meter.add(
-                    step,
-                    input_tokens=0,
-                    output_tokens=0,
-                    latency_s=time.perf_counter() - started,
-                    retries=max(0, getattr(error, "attempts", 1) - 1),
+                    step, input_tokens=0, output_tokens=0, latency_s=latency_s, retries=retries
                 )
+                if meter.exchanges is not None:
+                    meter.exchanges.append(
+                        self._exchange(
+                            request,
+                            "failed",
+                            error=f"{type(error).__name__}: {error}",
+                            retries=retries,
+                            latency_s=latency_s,
+                        )
+                    )
                 raise
+            latency_s = time.perf_counter() - started
             meter.add(
                 step,
                 input_tokens=reply.usage.input_tokens,
                 output_tokens=reply.usage.output_tokens,
-                latency_s=time.perf_counter() - started,
+                latency_s=latency_s,
                 retries=reply.retries,
                 cost=reply.cost,
             )
             raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
             # Insisted on while a re-ask is left; the last reply is read as the step's own shape.
             shape = insist if insist is not None and attempt < attempts else output_type
+            parsed: _Output | None = None
             try:
                 if isinstance(reply.content, str):
                     parsed = shape.model_validate_json(reply.content)
@@ -457,7 +489,19 @@ class SummarizationScorer(AsyncClosing):
                     parsed = shape.model_validate(reply.content)
             except ValidationError as invalid:
                 problem = _describe(invalid)
-            else:
+            if meter.exchanges is not None:
+                meter.exchanges.append(
+                    self._exchange(
+                        request,
+                        "invalid" if parsed is None else "ok",
+                        reply,
+                        raw,
+                        verdict=None if parsed is None else parsed.model_dump(mode="json"),
+                        error=problem if parsed is None else None,
+                        latency_s=latency_s,
+                    )
+                )
+            if parsed is not None:
                 # An insisted shape is a subclass: the step's own type goes on, as without it.
                 return parsed if shape is output_type else output_type(**dict(parsed))
             if attempt < attempts:
@@ -475,6 +519,51 @@ class SummarizationScorer(AsyncClosing):
             attempts=attempts,
         )
 
+    def _exchange(
+        self,
+        request: JudgeRequest,
+        status: ExchangeStatus,
+        reply: JudgeReply | None = None,
+        raw: str | None = None,
+        *,
+        verdict: dict[str, Any] | None = None,
+        error: str | None = None,
+        retries: int | None = None,
+        latency_s: float = 0.0,
+    ) -> JudgeExchange:
+        """One request's line of the transcript: what the judge sends for it (the body the
+        provider builds, when it has one), and what came back."""
+        name = judge_name(self.judge)
+        body = request_body_of(self.judge, request)
+        if body is None:
+            model, messages, settings = name, request.messages, None
+        else:
+            settings = {k: v for k, v in body.items() if k not in ("model", "messages")}
+            model = str(body.get("model", name))
+            messages = tuple(
+                PromptMessage(role=m["role"], content=str(m["content"]))
+                for m in body.get("messages", ())
+            )
+        usage = reply.usage if reply is not None else None
+        return JudgeExchange(
+            step=request.step,
+            attempt=request.attempt,
+            trial=request.trial,
+            judge=name,
+            model=model,
+            messages=messages,
+            settings=settings,
+            reply=raw,
+            status=status,
+            verdict=verdict,
+            error=error,
+            cached=reply.cached if reply is not None else False,
+            retries=reply.retries if reply is not None else retries or 0,
+            input_tokens=usage.input_tokens if usage is not None else 0,
+            output_tokens=usage.output_tokens if usage is not None else 0,
+            latency_s=latency_s,
+        )
+
     def _result(
         self,
         *,
@@ -488,6 +577,7 @@ class SummarizationScorer(AsyncClosing):
         analyze: AnalyzeStepResult | None = None,
         error: ErrorInfo | None = None,
         questions_shared: bool = False,
+        transcript: tuple[JudgeExchange, ...] = (),
     ) -> SummarizationResult:
         return SummarizationResult(
             status=status,
@@ -504,6 +594,7 @@ class SummarizationScorer(AsyncClosing):
             source=source,
             summary=summary,
             questions_shared=questions_shared,
+            transcript=transcript,
         )
 
 
