@@ -94,6 +94,8 @@ PUBLIC = {
     "JudgeUnavailableError",
     "JudgeUnreachableError",
     "JudgeOutputError",
+    "AgentAPIError",
+    "AgentAuthError",
     "__version__",
 }
 

@@ -38,6 +38,7 @@ from summeval_runner._judges._protocol import (
     Step,
     StepInput,
     judge_name,
+    judge_price,
     strict_json_schema,
 )
 from summeval_runner._judges._resolve import resolve_judge
@@ -430,13 +431,15 @@ class SummarizationScorer(AsyncClosing):
             try:
                 reply = await self.judge.complete(request)
             except Exception as error:
-                # A failed call still counts as an attempt, and its wait as latency.
+                # A failed call still counts as an attempt, and its wait as latency; it cost
+                # nothing at a known price, and what it cost is not known without one.
                 meter.add(
                     step,
                     input_tokens=0,
                     output_tokens=0,
                     latency_s=time.perf_counter() - started,
                     retries=max(0, getattr(error, "attempts", 1) - 1),
+                    cost=0.0 if judge_price(self.judge) is not None else None,
                 )
                 raise
             meter.add(
