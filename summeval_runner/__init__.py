@@ -7,6 +7,8 @@ and may change without notice.
 from importlib.metadata import version as _version
 
 from summeval_runner._errors import (
+    AgentAPIError,
+    AgentAuthError,
     BudgetExhaustedError,
     ConfigError,
     InputError,
@@ -79,6 +81,8 @@ __version__ = _version("summeval_runner")
 
 __all__ = [
     "PROMPT_VERSION",
+    "AgentAPIError",
+    "AgentAuthError",
     "AgreementFigure",
     "AgreementResult",
     "AnalyzeInput",

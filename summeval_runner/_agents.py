@@ -13,7 +13,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from summeval_runner._errors import ConfigError
+from summeval_runner._errors import (
+    AgentAPIError,
+    AgentAuthError,
+    ConfigError,
+    JudgeAuthError,
+    JudgeError,
+)
 from summeval_runner._judges._openai import OpenAIChat, estimate_tokens
 from summeval_runner._judges._protocol import FREE, JudgeReply, Price, TokenUsage
 from summeval_runner._judges._text import split_sentences
@@ -25,6 +31,10 @@ DEFAULT_SUMMARY_PROMPT = (
     "Summarize the user's text in at most three sentences. Keep the most important facts, "
     "numbers and names exactly as the text gives them, and add nothing the text does not say."
 )
+
+
+# Whom the LLM summarizer's errors name.
+AGENT_MODEL = "the agent's model"
 
 
 class LeadK:
@@ -62,7 +72,8 @@ class LLMSummarizer:
     In a run its calls are kept in the run's response cache (``with_cache``), keyed by the
     endpoint, the model, the prompt, the sampling settings and the input: a rerun that changes
     only the judge or the scorer judges the same summaries and calls no model. A call the
-    cache answers reports its tokens and costs 0.
+    cache answers reports its tokens and costs 0 (at a known price; without one, its cost is
+    not known).
     """
 
     def __init__(
@@ -87,7 +98,11 @@ class LLMSummarizer:
         self.max_tokens = max_tokens
         self.price = _price(price)
         self._chat = OpenAIChat(
-            base_url=base_url, api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries
+            base_url=base_url,
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            who=AGENT_MODEL,
         )
         self._cache: AgentCache | None = None
 
@@ -124,13 +139,22 @@ class LLMSummarizer:
         report_target_usage(
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
-            cost=reply.cost,
+            # A cached call costs nothing at a known price; without one, its cost is not known.
+            cost=reply.cost if self.price is not None else None,
             cached=not sent,
         )
         return str(reply.content)
 
     async def _send(self, request: dict[str, Any]) -> JudgeReply:
-        reply = await self._chat.complete(request)
+        try:
+            reply = await self._chat.complete(request)
+        except JudgeAuthError as error:
+            raise AgentAuthError(str(error), status_code=error.status_code) from error
+        except JudgeError as error:
+            # The endpoint's failure, named as the agent's: the judge was never asked.
+            raise AgentAPIError(
+                str(error), status_code=getattr(error, "status_code", None)
+            ) from error
         return JudgeReply(
             content=reply.content, usage=reply.usage or TokenUsage(), cost=reply.cost(self.price)
         )

@@ -7,6 +7,10 @@
     ├── RunRecordError            a finished item, the tables or the manifest could not be written
     ├── BudgetExhaustedError      the next call would pass runner.max_cost or runner.max_tokens:
     │                             the run stops, interrupted and resumable
+    ├── AgentAPIError             the agent under test's own model call failed (the bundled LLM
+    │   │                         summarizer: status code, connection, timeout): the item's error
+    │   └── AgentAuthError        its model refused the credentials or its quota is exhausted:
+    │                             no item can get an output, the run is aborted
     └── JudgeError                a judge could not give a usable verdict
         ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
         │   ├── JudgeConnectionError  no connection could be made (refused, DNS, TLS): a run
@@ -42,12 +46,13 @@ class ConfigError(SummevalError, ValueError):
 
 
 class MissingAPIKeyError(ConfigError):
-    """The environment variable that should hold the judge's API key is unset or blank."""
+    """The environment variable that should hold the judge's API key (or the agent's model's:
+    ``who``) is unset or blank."""
 
-    def __init__(self, variable: str) -> None:
+    def __init__(self, variable: str, *, who: str = "the judge") -> None:
         self.variable = variable
         super().__init__(
-            f"the judge needs an API key in the environment variable {variable}, "
+            f"{who} needs an API key in the environment variable {variable}, "
             "but it is unset or blank; export it, or set api_key_env to the variable that holds it"
         )
 
@@ -124,6 +129,24 @@ class BudgetExhaustedError(SummevalError):
     def __init__(self, message: str, *, limit: str) -> None:
         self.limit = limit
         super().__init__(message)
+
+
+class AgentAPIError(SummevalError):
+    """The agent under test's own model call failed: the bundled LLM summarizer's request to its
+    endpoint (an HTTP error, a connection error, a timeout, a reply that is not JSON), after the
+    SDK's retries. The item ends in error at its ``target`` step; the judge was never asked.
+
+    ``status_code`` is the HTTP status, or ``None`` for a connection error or a timeout.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class AgentAuthError(AgentAPIError):
+    """The agent's model refused the credentials or its quota is exhausted: no item can get an
+    output, so the run stops (aborted) as it does for a judge's ``JudgeAuthError``."""
 
 
 class JudgeInputTooLargeError(JudgeError):

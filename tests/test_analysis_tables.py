@@ -30,10 +30,11 @@ from tests.app import run_app
 TEXT = "The council approved the new bridge on Monday. It will cost 40 million. Work starts in May."
 ROWS = [
     # domain: text; year: int; rating: ints and floats; flagged: bool; mixed: a number and text;
-    # tags: lists; empty: never a value.
+    # tags: lists; empty: never a value (in one row, as null: a field no row has is refused).
     {"domain": "city", "year": 2024, "rating": 4, "flagged": True, "mixed": 7, "tags": ["a"]},
     {"domain": "sports", "year": 2023, "rating": 3.5, "flagged": False, "mixed": "seven"},
-    {"domain": "city", "year": None, "rating": 2, "flagged": None, "mixed": None, "tags": []},
+    {"domain": "city", "year": None, "rating": 2, "flagged": None, "mixed": None, "tags": [],
+     "empty": None},
 ]
 FIELDS = ["domain", "year", "rating", "flagged", "mixed", "tags", "empty"]
 

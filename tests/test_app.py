@@ -282,6 +282,7 @@ def test_precomputed_outputs_are_scored_without_a_target(tmp_path: Path) -> None
         "target=precomputed",
         f"dataset.path={data}",
         "dataset.fields.output=summary",
+        "dataset.fields.metadata=[]",
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -305,6 +306,7 @@ def test_a_run_that_scores_nothing_fails(tmp_path: Path) -> None:
         "target=precomputed",
         f"dataset.path={data}",
         "dataset.fields.output=summary",
+        "dataset.fields.metadata=[]",
         "runner.progress=false",
     )
 

@@ -115,7 +115,7 @@ def test_a_csv_row_number_is_its_line_in_the_file(tmp_path: Path) -> None:
     path.write_text("doc,body\na1,first\na1,second\n", encoding="utf-8")
 
     with pytest.raises(DatasetError, match=r"row 3: duplicate id 'a1'.*first seen at row 2"):
-        load_dataset(path, FIELDS)
+        load_dataset(path, FieldMap(input="body", id="doc"))
 
 
 def test_a_duplicate_is_found_among_many_ids_and_copies_are_numbered(tmp_path: Path) -> None:
@@ -308,7 +308,7 @@ def test_invalid_utf8_is_named_by_line_and_byte_offset(
     path.write_bytes(content)
 
     with pytest.raises(DatasetError) as raised:
-        load_dataset(path, FIELDS)
+        load_dataset(path, FieldMap(input="body", id="doc"))
 
     assert str(raised.value).startswith(f"{path} {where} ")
     assert content[int(where.rsplit(" ", 1)[1]) :].startswith((b"\xe9", b"\xff"))
@@ -342,7 +342,7 @@ def test_a_malformed_csv_is_refused_naming_its_line(
     path.write_text(content, encoding="utf-8")
 
     with pytest.raises(DatasetError) as raised:
-        load_dataset(path, FIELDS)
+        load_dataset(path, FieldMap(input="body", id="doc"))
 
     assert str(raised.value).startswith(f"{path} {where}")
 

@@ -30,6 +30,8 @@ DATA = [
     {"id": f"d{i}", "input": f"Document {i} says the harbour opened in spring.", "output": "S."}
     for i in range(30)
 ]
+# The same items for an agent to summarize: a target's items carry no output of their own.
+INPUTS = [{"id": item["id"], "input": item["input"]} for item in DATA]
 IN_FLIGHT = 3
 STEPS = 3  # judge requests per item
 
@@ -213,14 +215,14 @@ def test_every_error_row_says_its_step_and_attempts(tmp_path: Path) -> None:
 
     scorers = [Broken(), create_summarization_scorer(StuckOnDocument3())]
     asyncio.run(
-        run_evals(target=target, scorers=scorers, data=DATA[:3], output_dir=tmp_path / "run")
+        run_evals(target=target, scorers=scorers, data=INPUTS[:3], output_dir=tmp_path / "run")
     )
     # The stuck item alone, so that no other item races its timeout.
     asyncio.run(
         run_evals(
             target=target,
             scorers=scorers,
-            data=DATA[3:4],
+            data=INPUTS[3:4],
             output_dir=tmp_path / "stuck",
             item_timeout_s=0.5,
         )
@@ -321,7 +323,7 @@ def test_sys_exit_in_an_agent_or_a_scorer_is_an_item_error_not_the_end_of_the_ru
                 raise SystemExit(0)
             return 1.0
 
-    result = asyncio.run(run_evals(target=agent, scorers=[Quitter()], data=DATA[:4]))
+    result = asyncio.run(run_evals(target=agent, scorers=[Quitter()], data=INPUTS[:4]))
 
     assert (result.counts.total, result.counts.errors) == (4, 2)
     assert not result.passed  # never "completed" with items silently gone

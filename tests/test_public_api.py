@@ -95,6 +95,8 @@ PUBLIC = {
     "JudgeUnavailableError",
     "JudgeUnreachableError",
     "JudgeOutputError",
+    "AgentAPIError",
+    "AgentAuthError",
     "__version__",
 }
 

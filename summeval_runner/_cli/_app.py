@@ -40,11 +40,12 @@ from summeval_runner._cli._exit_codes import (
     EXIT_OK,
 )
 from summeval_runner._cli._plan import HydraJob, Plan, plan
-from summeval_runner._cli._resume import resume_command
+from summeval_runner._cli._resume import NEW_BUDGET, resume_command
 from summeval_runner._cli._rundir import discard_refused, settle_hydra_files
 from summeval_runner._cli._signals import Interrupts
 from summeval_runner._cli._summary import counts_line, format_estimate, print_summary
 from summeval_runner._errors import (
+    AgentAuthError,
     ConfigError,
     JudgeUnavailableError,
     RunRecordError,
@@ -105,6 +106,7 @@ def run_job(
             return EXIT_BAD_INPUT
         print(format_estimate(estimate))
         return EXIT_OK
+    budget_limit: str | None = None
     try:
         result = asyncio.run(_execute(job, interrupts))
     except RunRecordError as error:
@@ -120,9 +122,10 @@ def run_job(
         )
         _record_exit_code(job.run_dir, EXIT_NOT_RECORDED)
         return EXIT_NOT_RECORDED
-    except JudgeUnavailableError:
+    except (JudgeUnavailableError, AgentAuthError):
         # No call can succeed: the run stopped and wrote what it had (aborted for a refused
-        # key, interrupted and resumable for a judge that cannot be reached).
+        # key, the judge's or the agent's model's; interrupted and resumable for a judge that
+        # cannot be reached).
         exit_code = EXIT_FAILED
     except SummevalError as error:
         # Found before any judge call: the data, the run directory, a resume of another run.
@@ -132,6 +135,7 @@ def run_job(
         # The library's gate: every item finished, one scored at least, errors within budget.
         if result.budget_exhausted:
             exit_code = EXIT_BUDGET
+            budget_limit = result.budget_limit
         elif result.passed:
             exit_code = EXIT_OK
         elif result.status == "interrupted" and interrupts.exit_code is not None:
@@ -161,20 +165,12 @@ def run_job(
     selected = manifest.selected_items
     counts = manifest.counts
     if manifest.status == "interrupted":
-        budgets = [
-            f"runner.{name}={value:g}"
-            for name, value in (
-                ("max_cost", job.options.max_cost),
-                ("max_tokens", job.options.max_tokens),
-            )
-            if value is not None
-        ]
-        larger = f", with a budget larger than {' and '.join(budgets)}"
+        budget = f"runner.{budget_limit}" if budget_limit else None
+        command = resume_command(job.run_dir, hydra_job.overrides, program, raise_budget=budget)
+        how = _raise_budget(budget_limit, job.options) if budget_limit else ":"
         print(
             f"{program}: interrupted: {manifest.unfinished} of {selected} items unfinished; "
-            f"the finished ones are in {job.run_dir}. To resume"
-            f"{larger if exit_code == EXIT_BUDGET else ''}:\n"
-            f"  {resume_command(job.run_dir, hydra_job.overrides, program)}",
+            f"the finished ones are in {job.run_dir}. To resume{how}\n  {command}",
             file=sys.stderr,
         )
     elif exit_code == EXIT_FAILED and counts is not None and not manifest.stopped_because:
@@ -192,6 +188,18 @@ def run_job(
                 file=sys.stderr,
             )
     return exit_code
+
+
+def _raise_budget(limit: str, options: RunOptions) -> str:
+    """What the resume command after a budget stop asks of the user: a larger budget in place
+    of ``NEW_BUDGET``. The same budget would stop the run again at once, and none at all would
+    leave a paid run unbounded: neither is printed as the command to paste."""
+    unit = "US dollars" if limit == "max_cost" else "tokens"
+    return (
+        f", with a budget larger than runner.{limit}={getattr(options, limit):g} in place of "
+        f"{NEW_BUDGET} ({unit} for the whole run: what it spent so far counts; as printed, the "
+        "command is refused before any call):"
+    )
 
 
 def _record_exit_code(run_dir: Path, exit_code: int) -> None:

@@ -24,7 +24,19 @@ def hydra_value(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def resume_command(run_dir: Path, overrides: Sequence[str], program: str = "summeval-run") -> str:
+# What a resume command printed after a budget stop has in place of the budget that stopped it:
+# not a number, so that the command, pasted as printed, is refused before any call (exit 2)
+# rather than stopped again at once by the same budget, or run with none.
+NEW_BUDGET = "NEW_BUDGET"
+
+
+def resume_command(
+    run_dir: Path,
+    overrides: Sequence[str],
+    program: str = "summeval-run",
+    *,
+    raise_budget: str | None = None,
+) -> str:
     """``program`` (``summeval-run``, ``summeval-agree``) with the run's overrides and
     ``runner.resume=<run_dir>``.
 
@@ -35,7 +47,15 @@ def resume_command(run_dir: Path, overrides: Sequence[str], program: str = "summ
 
     >>> resume_command(Path("outputs/run"), ["model.base_url=http://h/v1?key=abc"])
     "summeval-run 'model.base_url=http://h/v1?key=***' runner.resume=outputs/run"
+
+    ``raise_budget`` names the budget that stopped the run (``runner.max_cost``): its value is
+    ``NEW_BUDGET``, for the user to fill in:
+
+    >>> resume_command(Path("r"), ["runner.max_cost=0.01"], raise_budget="runner.max_cost")
+    'summeval-run runner.max_cost=NEW_BUDGET runner.resume=r'
     """
+    dropped = ["runner.resume="] + ([f"{raise_budget}="] if raise_budget else [])
     # Printed: a credential in an override (a base_url's key=) shows as *** to be typed again.
-    kept = [scrub(redact(o)) for o in overrides if not o.startswith("runner.resume=")]
-    return shlex.join([program, *kept, f"runner.resume={hydra_value(str(run_dir))}"])
+    kept = [scrub(redact(o)) for o in overrides if not o.lstrip("+").startswith(tuple(dropped))]
+    budget = [f"{raise_budget}={NEW_BUDGET}"] if raise_budget else []
+    return shlex.join([program, *kept, *budget, f"runner.resume={hydra_value(str(run_dir))}"])

@@ -355,12 +355,24 @@ def _located_items(
     kind = detect_format(path, format)
     ids = IdAllocator(" (dataset.fields.id)")
     has_ids: bool | None = None
+    # The optional fields named (metadata, ground truth) that no row read so far has. A CSV's
+    # or a Parquet file's columns are every row's, so its first row tells; a JSONL row may
+    # leave out a field others have, so a field is missing only when no row has it.
+    unseen = _named_optional_fields(fields)
+    first_row: Mapping[str, Any] = {}
+    count = 0
     for count, (number, row) in enumerate(_rows(path, kind), 1):
         where = f"{path} row {number}"
         if not isinstance(row, Mapping):
             raise DatasetError(
                 f"{where}: a row must be an object with fields, got {_describe(row)}"
             )
+        if count == 1:
+            first_row = row
+        if unseen:
+            unseen = {name: option for name, option in unseen.items() if name not in row}
+            if unseen and kind != "jsonl":
+                raise _missing_field(path, unseen, row, columns=True)
         value = row.get(fields.input)
         if value is None:
             raise DatasetError(
@@ -411,3 +423,33 @@ def _located_items(
         )
         if limit is not None and count >= limit:
             break
+    if unseen and count:
+        raise _missing_field(path, unseen, first_row, columns=False)
+
+
+def _named_optional_fields(fields: FieldMap) -> dict[str, str]:
+    """The optional fields a field map names (field -> the option that names it)."""
+    named = dict.fromkeys(fields.metadata, "dataset.fields.metadata")
+    if fields.ground_truth is not None:
+        named[fields.ground_truth] = "dataset.fields.ground_truth"
+    return named
+
+
+def _missing_field(
+    path: Path, unseen: Mapping[str, str], row: Mapping[str, Any], *, columns: bool
+) -> DatasetError:
+    """A named field the data does not have: read as null in every item, it would pass for
+    data (a config's metadata list kept when only ``dataset.path`` changed)."""
+    name, option = next(iter(unseen.items()))
+    found = sorted(map(str, row))
+    where = (
+        f"{path}: no column {name!r} ({option}); its columns are {found}"
+        if columns
+        else f"{path}: no row has the field {name!r} ({option}); the first row has {found}"
+    )
+    remedy = (
+        "name the columns to carry into the items table, or dataset.fields.metadata=[] for none"
+        if option == "dataset.fields.metadata"
+        else "name the field that holds it, or dataset.fields.ground_truth=null"
+    )
+    return DatasetError(f"{where}; {remedy}")

@@ -114,6 +114,11 @@ class PartTraffic(BaseModel):
     target_cost_unknown: int = 0
     # The agent's calls the response cache answered (the judge's hits are cache_hits).
     target_cache_hits: int = 0
+    # Parts run with a judge (or an agent with a price setting) whose price was not given:
+    # their cost is not known, even where no reply was paid for (every call failed, or the
+    # cache answered each).
+    judge_unpriced: int = 0
+    target_unpriced: int = 0
 
     def plus(
         self, counts: Mapping[str, float], *, elapsed_s: float | None = None
@@ -147,8 +152,8 @@ class PartTraffic(BaseModel):
 
     def cost(self) -> RunCost:
         """What these calls cost, ``None`` where any call's cost was not known."""
-        judge = None if self.judge_cost_unknown else self.judge_cost
-        target = None if self.target_cost_unknown else self.target_cost
+        judge = None if self.judge_cost_unknown or self.judge_unpriced else self.judge_cost
+        target = None if self.target_cost_unknown or self.target_unpriced else self.target_cost
         total = None if judge is None or target is None else judge + target
         return RunCost(judge=judge, target=target, total=total)
 

@@ -128,7 +128,10 @@ class OpenAIChat:
         api_key_env: str | None,
         timeout_s: float,
         max_retries: int,
+        who: str = "the judge",
     ) -> None:
+        # Whom its errors name: the judge, or the agent's model (the LLM summarizer's calls).
+        self.who = who
         # Resolved here as the SDK would, so that the endpoint can be named (in cache keys, errors).
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL
         register_url_secrets(self.base_url)
@@ -140,7 +143,7 @@ class OpenAIChat:
         else:
             key = os.environ.get(api_key_env, "")
             if not key.strip():
-                raise MissingAPIKeyError(api_key_env)
+                raise MissingAPIKeyError(api_key_env, who=who)
             self._api_key = key
             register_secret(key)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient]
@@ -198,16 +201,16 @@ class OpenAIChat:
             )
             completion: Any = response.parse()  # type: ignore[attr-defined]
         except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url)) from error
+            raise _translate(error, redact_url(self.base_url), self.who) from error
         except json.JSONDecodeError as error:
             # A body sent as JSON that does not parse: the SDK lets the decoder's error out.
-            raise _not_json(redact_url(self.base_url), error.doc) from error
+            raise _not_json(redact_url(self.base_url), error.doc, self.who) from error
         if isinstance(completion, str):
             # The SDK hands back the text of a body whose Content-Type is not JSON.
             try:
                 completion = json.loads(completion)
             except ValueError:
-                raise _not_json(redact_url(self.base_url), completion) from None
+                raise _not_json(redact_url(self.base_url), completion, self.who) from None
         content, usage = _reply_of(completion)
         return ChatReply(content, usage, rate_limits_of(response.headers))  # type: ignore[attr-defined]
 
@@ -225,7 +228,7 @@ class OpenAIChat:
                 metadata=dict(metadata),
             )
         except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url)) from error
+            raise _translate(error, redact_url(self.base_url), self.who) from error
         return _batch_state(created)
 
     async def batch_state(self, batch_id: str) -> BatchState:
@@ -233,7 +236,7 @@ class OpenAIChat:
         try:
             return _batch_state(await client.batches.retrieve(batch_id))
         except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url)) from error
+            raise _translate(error, redact_url(self.base_url), self.who) from error
 
     async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
         """Batches created since ``since`` whose metadata's ``summeval_run`` is ``tag``, read
@@ -247,7 +250,7 @@ class OpenAIChat:
                 if (batch.metadata or {}).get("summeval_run") == tag:
                     found.append(_batch_state(batch))
         except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url)) from error
+            raise _translate(error, redact_url(self.base_url), self.who) from error
         return found
 
     async def batch_file(self, file_id: str) -> bytes:
@@ -255,7 +258,7 @@ class OpenAIChat:
         try:
             content = await client.files.content(file_id)
         except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url)) from error
+            raise _translate(error, redact_url(self.base_url), self.who) from error
         return bytes(content.content)
 
 
@@ -645,21 +648,25 @@ def _detail(causes: list[BaseException]) -> str:
     return str(text).strip() or type(inner).__name__
 
 
-def _connection_error(error: openai.APIConnectionError, base_url: str) -> JudgeAPIError:
+def _connection_error(
+    error: openai.APIConnectionError, base_url: str, who: str = "the judge"
+) -> JudgeAPIError:
     """A request that got no usable HTTP reply, named for what happened to it."""
     causes = _causes(error)
     why = _why_no_connection(causes)
     if why is not None:
-        return JudgeConnectionError(f"could not connect to {base_url} ({why})")
+        # The judge's is named by its URL alone (the outage messages quote it); another's by whom.
+        whom = "" if who == "the judge" else f"{who} at "
+        return JudgeConnectionError(f"could not connect to {whom}{base_url} ({why})")
     if any(isinstance(cause, aiohttp.ClientPayloadError) for cause in causes):
         return JudgeAPIError(
-            f"the judge's reply from {base_url} was cut off before its end: {_detail(causes)}"
+            f"{who}'s reply from {base_url} was cut off before its end: {_detail(causes)}"
         )
     if any(isinstance(cause, aiohttp.ServerDisconnectedError) for cause in causes):
-        return JudgeAPIError(f"the judge at {base_url} closed the connection without a reply")
+        return JudgeAPIError(f"{who} at {base_url} closed the connection without a reply")
     if isinstance(error, openai.APITimeoutError):
-        return JudgeAPIError(f"the judge at {base_url} did not answer in time")
-    return JudgeAPIError(f"the connection to the judge at {base_url} failed: {_detail(causes)}")
+        return JudgeAPIError(f"{who} at {base_url} did not answer in time")
+    return JudgeAPIError(f"the connection to {who} at {base_url} failed: {_detail(causes)}")
 
 
 def check_base_url(base_url: str) -> None:
@@ -690,14 +697,14 @@ def check_base_url(base_url: str) -> None:
         )
 
 
-def _not_json(base_url: str, body: str) -> JudgeAPIError:
+def _not_json(base_url: str, body: str, who: str = "the judge") -> JudgeAPIError:
     """An HTTP 200 whose body is not JSON; retried, since a proxy or a restarting server sends
     such pages for a moment."""
     if not body.strip():
-        return JudgeAPIError(f"the judge's reply from {base_url} was not JSON: the body was empty")
+        return JudgeAPIError(f"{who}'s reply from {base_url} was not JSON: the body was empty")
     # Scrubbed before it is cut: a key cut in two would no longer be found.
     start = scrub(body.strip())[:80]
-    return JudgeAPIError(f"the judge's reply from {base_url} was not JSON: it began {start!r}")
+    return JudgeAPIError(f"{who}'s reply from {base_url} was not JSON: it began {start!r}")
 
 
 def _validation_detail(body: object) -> str | None:
@@ -725,37 +732,40 @@ def _validation_detail(body: object) -> str | None:
     return "; ".join(problems)[:300] or None
 
 
-def _translate(error: openai.APIError, base_url: str) -> JudgeAPIError | JudgeInputTooLargeError:
-    """Map an SDK error onto this package's exception tree, keeping the status code."""
+def _translate(
+    error: openai.APIError, base_url: str, who: str = "the judge"
+) -> JudgeAPIError | JudgeInputTooLargeError:
+    """Map an SDK error onto this package's exception tree, keeping the status code; the
+    message names ``who`` was called (the judge, or the agent's model)."""
     if isinstance(error, openai.APIConnectionError):
-        return _connection_error(error, base_url)
+        return _connection_error(error, base_url, who)
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
             return JudgeAuthError(
-                f"the judge at {base_url} refused the credentials (HTTP {status}): {error.message}",
+                f"{who} at {base_url} refused the credentials (HTTP {status}): {error.message}",
                 status_code=status,
             )
         if status == 429 and error.code == "insufficient_quota":
             return JudgeAuthError(
-                f"the judge's quota is exhausted (HTTP 429 insufficient_quota): {error.message}",
+                f"{who}'s quota is exhausted (HTTP 429 insufficient_quota): {error.message}",
                 status_code=status,
             )
         if status in (400, 413) and (
             error.code == "context_length_exceeded" or _CONTEXT_EXCEEDED.search(error.message)
         ):
             return JudgeInputTooLargeError(
-                f"the judge at {base_url} refused the request as too long for its context "
+                f"{who} at {base_url} refused the request as too long for its context "
                 f"(HTTP {status}): {error.message}"
             )
         refusal = _validation_detail(error.body)
         return JudgeAPIError(
-            f"the judge at {base_url} answered HTTP {status}: {error.message}"
+            f"{who} at {base_url} answered HTTP {status}: {error.message}"
             + (f" ({refusal})" if refusal else ""),
             status_code=status,
             retry_after_s=retry_after_s(error.response.headers),
         )
-    return JudgeAPIError(f"the judge at {base_url} failed: {error}")
+    return JudgeAPIError(f"{who} at {base_url} failed: {error}")
 
 
 def openai_config_from(settings: dict[str, Any]) -> OpenAIJudgeConfig:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from summeval_runner._errors import (
+    AgentAuthError,
     BudgetExhaustedError,
     InputError,
     JudgeUnavailableError,
@@ -288,7 +289,7 @@ class Batch:
                         attempts=max(progress.calls, 1),
                     ),
                 )
-            except JudgeUnavailableError as error:
+            except (JudgeUnavailableError, AgentAuthError) as error:
                 self.stop_at_once(error)
                 return
             except BudgetExhaustedError as error:
@@ -397,7 +398,7 @@ class Batch:
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"
                     )
-            except (JudgeUnavailableError, BudgetExhaustedError):
+            except (JudgeUnavailableError, AgentAuthError, BudgetExhaustedError):
                 raise  # an agent behind a refused key fails every item the same way
             except (Exception, SystemExit) as error:
                 # sys.exit() in an agent is the agent's failure, not the run's end: let out, it

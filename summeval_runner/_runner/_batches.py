@@ -170,6 +170,8 @@ class BatchedJudge:
         self._idle = idle
         self._spend = spend
         self._price = judge_price(judge)
+        # Its judge's, for those it serves to read (``judge_price``: None, not known).
+        self.price = self._price
         self._on_batch = on_batch
         self._on_traffic = on_traffic
         self._metadata = dict(metadata or {})

@@ -48,6 +48,7 @@ from summeval_runner._judges._protocol import (
     JudgeRequest,
     TokenUsage,
     judge_name,
+    judge_price,
     reply_model,
     request_body_of,
 )
@@ -490,6 +491,7 @@ class CachedJudge:
         self.cache = cache
         self.identity = dict(identity)
         self.name = judge_name(judge)
+        self.price = judge_price(judge)
         # Hears each hit and each store (a recorded run journals them).
         self._on_traffic = on_traffic
 
@@ -499,8 +501,9 @@ class CachedJudge:
             cached = self.cache.get(key)
             if cached is not None:
                 self._count("cache_hits")
-                # Paid for when it was stored: this answer costs nothing, at any price.
-                return replace(cached, cost=0.0, cached=True)
+                # Paid for when it was stored: this answer costs nothing, at any price; with
+                # no price given, what this run's calls cost is not known, this one's neither.
+                return replace(cached, cost=0.0 if self.price is not None else None, cached=True)
         reply = await self.judge.complete(request)
         stored = (
             self.cache.writes

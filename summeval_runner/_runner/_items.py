@@ -127,6 +127,14 @@ def _as_item(
             raise error(f"{where}: {names[name]} must be text or chat messages, got {shown(value)}")
     if not has_target and item.output is None:
         raise InputError(f"{where}: no 'output', and no target to produce one")
+    if has_target and item.output is not None:
+        # Scored, the agent's output would silently stand in for the one the data carries.
+        raise ConfigError(
+            f"{where}: {names['output']} is given, and a target (the agent under test) "
+            "produces the outputs: its outputs would be scored and this one ignored; pass "
+            "target=None to score the outputs the data holds, or leave 'output' out of the "
+            "items to score the agent's"
+        )
     for name, value in (
         ("id", item.id),
         ("input", item.input),
@@ -271,6 +279,16 @@ def prepare(
 
     if isinstance(data, DatasetFile):
         fields = data.fields
+        if has_target and fields.output is not None:
+            # One of the two would be silently ignored: the agent's outputs scored, and the
+            # dataset's never read.
+            raise ConfigError(
+                f"dataset.fields.output names the field {fields.output!r} of {data.path} as "
+                "the outputs to score, and target (the agent under test) produces the outputs: "
+                "one of the two would be ignored. To score the dataset's outputs, run with no "
+                "target (summeval-run: add target=precomputed; run_evals: target=None); to "
+                "score the agent's, drop dataset.fields.output (dataset.fields.output=null)"
+            )
         names = {
             "input": f"field {fields.input!r} (dataset.fields.input)",
             "output": f"field {fields.output!r} (dataset.fields.output)",

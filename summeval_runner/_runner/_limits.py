@@ -259,6 +259,8 @@ class LimitedJudge:
         self._on_traffic = on_traffic
         self._spend = spend
         self._price = judge_price(judge)
+        # Its judge's, for those it serves to read (``judge_price``: None, not known).
+        self.price = self._price
         self.name = judge_name(judge)
         self.retry = retry or RetryPolicy(max_attempts=1)
         self.request_timeout_s = request_timeout_s

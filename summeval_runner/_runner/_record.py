@@ -266,6 +266,11 @@ class RunRecorder:
                 error,
             )
 
+    def note_traffic(self, counts: Mapping[str, float]) -> None:
+        """Add ``counts`` to this part's traffic, journaled with its next line (and in the
+        manifest): what is known of the part before any call (``judge_unpriced``)."""
+        self._part = self._part.plus(counts)
+
     def count_traffic(self, counts: Mapping[str, float]) -> None:
         """Add ``counts`` (``requests``, ``retries``, ``throttled_429``, ``input_tokens``,
         ``output_tokens``, ``cache_hits``, ``cache_stored`` -> amount) to this part's traffic and

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from summeval_runner._errors import (
+    AgentAuthError,
     ConfigError,
     JudgeAuthError,
     JudgeUnreachableError,
@@ -74,7 +75,8 @@ class EvalRunResult:
     ``judge_traffic`` counts the requests sent to the judges (retries included), the retries,
     the 429s and the cache's hits. ``judge_noise``, with several trials of each item, how much
     they disagreed. For a run written to a directory, ``run_dir``, its ``manifest`` and its
-    ``tables`` (name -> Parquet path).
+    ``tables`` (name -> Parquet path). ``budget_exhausted`` when a budget stopped the run,
+    ``budget_limit`` naming it (``max_cost`` or ``max_tokens``).
     """
 
     means: Mapping[str, float | None]
@@ -93,6 +95,8 @@ class EvalRunResult:
     target_tokens: TokenTotals = field(default_factory=TokenTotals)
     budget_exhausted: bool = False
     stopped_because: str | None = None
+    # The budget that stopped the run (``max_cost`` or ``max_tokens``), when one did.
+    budget_limit: str | None = None
 
     @property
     def error_rate(self) -> float:
@@ -165,8 +169,9 @@ async def run_evals(
     **Hooks and failures.** ``on_item_complete`` (one hook or several, sync or async) is called
     once per item with its ``ItemResult``, failed items included; a hook that raises is logged
     and counted, and the run goes on. One item's failure never stops the others; only a refused
-    key or an exhausted quota (``JudgeAuthError``) stops the run, since every later call would
-    fail the same way: it is raised once the run's state is written. ``item_timeout_s`` bounds
+    key or an exhausted quota (``JudgeAuthError``, or the agent's model's ``AgentAuthError``)
+    stops the run, since every later call would fail the same way: it is raised once the run's
+    state is written. ``item_timeout_s`` bounds
     one item; a slower one ends in error (``ItemTimeoutError``). Setting ``stop`` starts no
     further item and gives those in flight ``shutdown_grace_s`` seconds to finish; the rest are
     counted in ``unfinished``.
@@ -244,6 +249,11 @@ async def run_evals(
                 since=recorder.manifest.started_at.timestamp() - 60,
                 resumed=resume,
             )
+        # A price not given is a cost not known, whether or not a call is paid for.
+        unpriced = _unpriced(scorers, target)
+        spend.observe(unpriced)
+        if recorder is not None:
+            recorder.note_traffic(unpriced)
         kept = recorder.kept if recorder is not None else frozenset()
         to_do = None if items.selected is None else items.selected - len(kept)
         batch = Batch(
@@ -326,6 +336,7 @@ def _result(
     spend: Spend,
 ) -> EvalRunResult:
     budget_exhausted = batch.budget_stop is not None
+    budget_limit = batch.budget_stop.limit if batch.budget_stop is not None else None
     if recorded is not None:
         manifest, tables = recorded
         assert manifest.counts is not None
@@ -346,6 +357,7 @@ def _result(
             target_tokens=manifest.target_tokens or TokenTotals(),
             budget_exhausted=budget_exhausted,
             stopped_because=manifest.stopped_because,
+            budget_limit=budget_limit,
         )
     unfinished = unfinished_items(selected, kept=0, drawn=batch.drawn, finished=batch.finished)
     ending, because = _ending(batch, stopped)
@@ -367,6 +379,7 @@ def _result(
         ),
         budget_exhausted=budget_exhausted,
         stopped_because=because,
+        budget_limit=budget_limit,
     )
 
 
@@ -437,7 +450,7 @@ def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str
     fatal = batch.fatal[0] if batch.fatal else None
     if fatal is None and batch.budget_stop is not None:
         return "interrupted", scrub(str(batch.budget_stop))
-    if isinstance(fatal, JudgeAuthError):
+    if isinstance(fatal, JudgeAuthError | AgentAuthError):
         return "aborted", scrub(str(fatal))
     if isinstance(fatal, JudgeUnreachableError):
         return "interrupted", scrub(str(fatal))
@@ -450,6 +463,18 @@ def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str
     if stopped is not None or not batch.exhausted:
         return "interrupted", None
     return "completed", None
+
+
+def _unpriced(scorers: Sequence[Scorer], target: Any) -> dict[str, float]:
+    """Traffic counts that mark this part's cost not known: a judge without a price, an agent
+    with a price setting left unset (the LLM summarizer's ``target.price``)."""
+    counts: dict[str, float] = {}
+    judges = [getattr(scorer, "judge", None) for scorer in scorers]
+    if any(judge is not None and judge_price(judge) is None for judge in judges):
+        counts["judge_unpriced"] = 1
+    if target is not None and hasattr(target, "price") and not isinstance(target.price, Price):
+        counts["target_unpriced"] = 1
+    return counts
 
 
 def _check_budget(opts: RunOptions, scorers: Sequence[Scorer], target: Any) -> None:

@@ -39,6 +39,7 @@ from summeval_runner._judges._protocol import (
     Step,
     StepInput,
     judge_name,
+    judge_price,
     request_body_of,
     strict_json_schema,
 )
@@ -452,11 +453,17 @@ class SummarizationScorer(AsyncClosing):
             try:
                 reply = await self.judge.complete(request)
             except Exception as error:
-                # A failed call still counts as an attempt, and its wait as latency.
+                # A failed call still counts as an attempt, and its wait as latency; it cost
+                # nothing at a known price, and what it cost is not known without one.
                 latency_s = time.perf_counter() - started
                 retries = max(0, getattr(error, "attempts", 1) - 1)
                 meter.add(
-                    step, input_tokens=0, output_tokens=0, latency_s=latency_s, retries=retries
+                    step,
+                    input_tokens=0,
+                    output_tokens=0,
+                    latency_s=latency_s,
+                    retries=retries,
+                    cost=0.0 if judge_price(self.judge) is not None else None,
                 )
                 if meter.exchanges is not None:
                     meter.exchanges.append(
