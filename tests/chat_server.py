@@ -8,7 +8,10 @@ whose body is cut off or is not JSON. ``FaultMix`` injects faults at random, see
 run's outcome does not depend on the order requests arrive in. ``go_down()`` and ``come_back()``
 take the server off its port (connections refused) and put it back on the same port.
 ``json_schema_supported = False`` refuses ``response_format`` json_schema with the HTTP 500 that
-llama-cpp-python's server sends.
+llama-cpp-python's server sends. ``reasoning_model = True`` answers as OpenAI's reasoning models
+(o-series, gpt-5.x) do: a ``temperature`` other than 1 and any ``max_tokens`` are refused with
+their HTTP 400 (``REASONING_REFUSALS``), and each reply reports reasoning tokens
+(``usage.completion_tokens_details.reasoning_tokens``, among its completion tokens).
 
 It serves OpenAI's Files and Batch APIs too (``/v1/files``, ``/v1/batches``): an uploaded JSONL
 file of requests becomes a batch whose lines are answered as the requests themselves would be
@@ -48,6 +51,8 @@ class Fault:
     message: str = "injected fault"
     code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # The parameter an HTTP 400 names (OpenAI's error.param), when it names one.
+    param: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,43 @@ JSON_SCHEMA_REFUSED = {
         "code": None,
     }
 }
+
+
+# What OpenAI's reasoning models answer to a parameter they do not take (HTTP 400): the body's
+# shape, its message, its param and its code as the API sends them.
+REASONING_REFUSALS = {
+    "temperature": {
+        "message": (
+            "Unsupported value: 'temperature' does not support {value} with this model. Only the "
+            "default (1) value is supported."
+        ),
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    },
+    "max_tokens": {
+        "message": (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead."
+        ),
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    },
+}
+# The reasoning tokens a reasoning model's reply reports, among its completion tokens.
+REASONING_TOKENS = 64
+
+
+def reasoning_refusal(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The refusal a reasoning model sends for this body, if any: its temperature first."""
+    if "temperature" in body and body["temperature"] != 1:
+        error = dict(REASONING_REFUSALS["temperature"])
+        error["message"] = str(error["message"]).format(value=f"{body['temperature']:g}")
+        return {"error": error}
+    if "max_tokens" in body:
+        return {"error": dict(REASONING_REFUSALS["max_tokens"])}
+    return None
 
 
 @dataclass(frozen=True)
@@ -210,6 +252,8 @@ class ChatServer:
         self.latency_s = 0.0
         # False: refuse response_format json_schema as llama-cpp-python's server does (HTTP 500).
         self.json_schema_supported = True
+        # True: answer as a reasoning model (REASONING_REFUSALS, reasoning tokens).
+        self.reasoning_model = False
         # True: a preprocess call's questions depend on the summary it shows (valid_content).
         self.questions_follow_summary = False
         # A tokens-per-minute limit (limit_tokens); headers for the next replies (send_headers);
@@ -383,6 +427,12 @@ class ChatServer:
                 self.requests.append(record)
                 self.counts["json_schema refused"] += 1
             return 500, JSON_SCHEMA_REFUSED, {}
+        refusal = reasoning_refusal(body) if self.reasoning_model else None
+        if refusal is not None:
+            with self._lock:
+                self.requests.append(record)
+                self.counts[f"refused {refusal['error']['param']}"] += 1
+            return 400, refusal, {}
         with self._lock:
             entry: Reply | Fault | BrokenReply | str | None = self._always or (
                 self._script.popleft() if self._script else None
@@ -410,6 +460,8 @@ class ChatServer:
             echo = f" [{record.headers.get('authorization')} at {record.path}]"
         if isinstance(entry, Fault):
             error = {"message": entry.message + echo, "type": "test", "code": entry.code}
+            if entry.param is not None:
+                error["param"] = entry.param
             return entry.status, {"error": error}, entry.headers
         if isinstance(entry, Reply):
             # "{echo}" places the echo (inside a valid reply); otherwise it ends the content.
@@ -423,6 +475,8 @@ class ChatServer:
         else:
             content = json.dumps(valid_content(body, self.questions_follow_summary))
         usage = (len(json.dumps(body["messages"])) // 4, len(content) // 4)
+        if self.reasoning_model:
+            usage = (usage[0], usage[1] + REASONING_TOKENS)
         headers: dict[str, str] = {}
         with self._lock:
             if self.tpm_limit is not None:
@@ -450,6 +504,10 @@ class ChatServer:
             ],
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": 0},
         }
+        if self.reasoning_model:
+            completion["usage"]["completion_tokens_details"] = {
+                "reasoning_tokens": REASONING_TOKENS
+            }
         if not self.reports_usage:
             del completion["usage"]
         return 200, completion, headers
