@@ -416,3 +416,41 @@ def test_the_llm_summarizer_of_a_known_model_is_priced_by_the_table(
     )  # fmt: skip
     assert agent > 0
     assert manifest(tmp_path / "run")["cost"]["target"] == pytest.approx(agent)
+
+
+def test_a_resumed_run_learns_again_at_one_request_and_its_manifest_adds_both_parts(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.reasoning_model = True
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+    overrides = reasoning_run(
+        chat_server,
+        dataset,
+        "runner.max_items_in_flight=1",
+        "runner.max_judge_requests_in_flight=1",
+    )
+
+    # Priced by the table: a budget stops the first part halfway.
+    stopped = run_app(tmp_path / "run", *overrides, "runner.max_cost=0.002", env=ENV)
+    assert stopped.returncode == 4, stopped.stderr
+    first = manifest(tmp_path / "run")
+    assert 0 < first["counts"]["total"] < 6
+    resumed = run_app(
+        tmp_path / "run",
+        *overrides,
+        f"runner.resume={tmp_path / 'run'}",
+        "runner.max_cost=1",
+        env=ENV,
+    )
+
+    assert resumed.returncode == 0, resumed.stderr
+    done = manifest(tmp_path / "run")
+    assert done["counts"]["scored"] == 6
+    # Each part paid one refusal per parameter: the lesson is not carried over, and costs one
+    # request to learn again.
+    assert chat_server.counts["refused temperature"] == 2
+    assert chat_server.counts["refused max_tokens"] == 2
+    assert {(lesson["param"], lesson["refused"]) for lesson in done["judge"]["learned"]} == {
+        ("temperature", 2),
+        ("max_tokens", 2),
+    }
