@@ -12,6 +12,9 @@ llama-cpp-python's server sends. ``reasoning_model = True`` answers as OpenAI's 
 (o-series, gpt-5.x) do: a ``temperature`` other than 1 and any ``max_tokens`` are refused with
 their HTTP 400 (``REASONING_REFUSALS``), and each reply reports reasoning tokens
 (``usage.completion_tokens_details.reasoning_tokens``, among its completion tokens).
+It speaks Azure OpenAI's addresses too: ``/openai/deployments/{deployment}/chat/completions`` with
+an ``api-version`` query, for the deployments in ``azure_deployments`` (``azure_endpoint`` is the
+resource's endpoint); an unknown deployment or a missing ``api-version`` is Azure's 404.
 
 It serves OpenAI's Files and Batch APIs too (``/v1/files``, ``/v1/batches``): an uploaded JSONL
 file of requests becomes a batch whose lines are answered as the requests themselves would be
@@ -150,6 +153,33 @@ def reasoning_refusal(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+# Azure OpenAI's answers to a request for a deployment the resource does not have, and to one
+# without an api-version.
+AZURE_NO_DEPLOYMENT = {
+    "error": {
+        "code": "DeploymentNotFound",
+        "message": (
+            "The API deployment for this resource does not exist. If you created the deployment "
+            "within the last 5 minutes, please wait a moment and try again."
+        ),
+    }
+}
+AZURE_NOT_FOUND = {"error": {"code": "404", "message": "Resource not found"}}
+
+
+def azure_refusal(path: str, deployments: set[str]) -> dict[str, Any] | None:
+    """Azure's 404 for a request to ``path`` (under ``/openai/``), or None: a deployment's chat
+    completions with an ``api-version``."""
+    route, _, query = path.partition("?")
+    parts = route.strip("/").split("/")
+    versions = [v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "api-version"]
+    if len(parts) != 5 or parts[1] != "deployments" or parts[3:] != ["chat", "completions"]:
+        return AZURE_NOT_FOUND
+    if not versions or not versions[0]:
+        return AZURE_NOT_FOUND
+    return None if parts[2] in deployments else AZURE_NO_DEPLOYMENT
+
+
 @dataclass(frozen=True)
 class Recorded:
     path: str
@@ -254,6 +284,8 @@ class ChatServer:
         self.json_schema_supported = True
         # True: answer as a reasoning model (REASONING_REFUSALS, reasoning tokens).
         self.reasoning_model = False
+        # The deployments an Azure OpenAI resource at azure_endpoint has.
+        self.azure_deployments: set[str] = set()
         # True: a preprocess call's questions depend on the summary it shows (valid_content).
         self.questions_follow_summary = False
         # A tokens-per-minute limit (limit_tokens); headers for the next replies (send_headers);
@@ -307,6 +339,11 @@ class ChatServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def azure_endpoint(self) -> str:
+        """The endpoint of the Azure OpenAI resource it plays (its deployments under it)."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     @property
     def answered(self) -> int:
@@ -762,6 +799,11 @@ class ChatServer:
                     return
                 if self.path.rstrip("/") == "/v1/batches":
                     self.send_json(*server._create_batch(json.loads(raw)))
+                    return
+                if self.path.startswith("/openai/") and (
+                    refused := azure_refusal(self.path, server.azure_deployments)
+                ):
+                    self.send_json(404, refused)
                     return
                 body = json.loads(raw or b"{}")
                 record = Recorded(

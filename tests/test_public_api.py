@@ -81,6 +81,8 @@ PUBLIC = {
     "OfflineSettings",
     "OpenAIJudge",
     "OpenAIJudgeConfig",
+    "AzureJudge",
+    "AzureJudgeConfig",
     "FakeJudge",
     # errors
     "SummevalError",

@@ -163,21 +163,25 @@ class OpenAIChat:
         loop = asyncio.get_running_loop()
         opened = self._clients.get(loop)
         if opened is None:
-            client = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                timeout=self._timeout_s,
-                max_retries=self._max_retries,
-                # The SDK's aiohttp transport: httpx's connection pool probes every idle
-                # connection's socket each time a request starts or ends, which at 100 requests
-                # in flight costs more CPU than the rest of a request together.
-                http_client=openai.DefaultAioHttpClient(),
-            )
+            client = self._new_client()
             closer = _close_at_loop_shutdown(client, self._clients)
             opened = self._clients[loop] = _LoopClient(client, closer)
             # Started here, the generator is one the loop finalises when it shuts down.
             await opened.closer.asend(None)
         return opened.client
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        """The SDK's client for one event loop (Azure's provider makes Azure's)."""
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self._timeout_s,
+            max_retries=self._max_retries,
+            # The SDK's aiohttp transport: httpx's connection pool probes every idle connection's
+            # socket each time a request starts or ends, which at 100 requests in flight costs
+            # more CPU than the rest of a request together.
+            http_client=openai.DefaultAioHttpClient(),
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
@@ -341,28 +345,39 @@ class OpenAIJudge(AsyncClosing):
     on exit. Left open, the client closes when its event loop ends.
     """
 
+    # In the judge's name and cache key, and whose prices price it (Azure's judge is another).
+    provider = "openai"
+
     def __init__(self, config: OpenAIJudgeConfig) -> None:
         self.config = config
-        self.name = f"openai/{config.name}"
-        self._chat = OpenAIChat(
+        self.name = f"{self.provider}/{config.name}"
+        self._chat = self._open_chat(config)
+        # The price given, else the one the price table knows for the model (_prices).
+        self.price_source = price_of(
+            self._priced_as(), provider=self.provider, base_url=self._chat.base_url,
+            given=config.price,
+        )  # fmt: skip
+        self.price = self.price_source.price if self.price_source is not None else None
+
+    def _open_chat(self, config: OpenAIJudgeConfig) -> OpenAIChat:
+        return OpenAIChat(
             base_url=config.base_url,
             api_key_env=config.api_key_env,
             timeout_s=config.timeout_s,
             max_retries=config.max_retries,
         )
-        # The price given, else the one the price table knows for the model (_prices).
-        self.price_source = price_of(
-            config.name, provider="openai", base_url=self._chat.base_url, given=config.price
-        )
-        self.price = self.price_source.price if self.price_source is not None else None
+
+    def _priced_as(self) -> str:
+        """The model's name in the price table."""
+        return self.config.name
 
     def __repr__(self) -> str:
-        return f"OpenAIJudge({self.config!r})"
+        return f"{type(self).__name__}({self.config!r})"
 
     def cache_identity(self) -> dict[str, Any]:
         """What, besides the request, decides this judge's reply: the cache keys on it."""
         identity: dict[str, Any] = {
-            "provider": "openai",
+            "provider": self.provider,
             "model": self.config.name,
             "base_url": self._chat.base_url,
             "response_format": self.config.response_format,
@@ -390,7 +405,7 @@ class OpenAIJudge(AsyncClosing):
         ``run_evals`` retries with its own policy, which must see every 429 to adapt its pace;
         SDK retries underneath would multiply the attempts and hide the 429s.
         """
-        return OpenAIJudge(self.config.model_copy(update={"max_retries": 0}))
+        return type(self)(self.config.model_copy(update={"max_retries": 0}))
 
     def _response_format(self, request: JudgeRequest) -> dict[str, Any]:
         if self.config.response_format == "json_object":
@@ -732,13 +747,13 @@ def openai_config_from(settings: dict[str, Any]) -> OpenAIJudgeConfig:
         raise ConfigError(f"invalid openai judge settings: {_describe(error)}") from None
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, schema: type[BaseModel] = OpenAIJudgeConfig) -> str:
     problems = []
     for item in error.errors():
         where = ".".join(map(str, item["loc"])) or "settings"
         if item["type"] == "extra_forbidden":
             # The value of an unknown setting is not echoed: it could be a secret.
-            allowed = ", ".join(OpenAIJudgeConfig.model_fields)
+            allowed = ", ".join(schema.model_fields)
             problems.append(f"unknown setting {where!r} (expected one of: {allowed})")
         else:
             problems.append(f"{where} {item['msg'].lower()}, got {item.get('input')!r}")
