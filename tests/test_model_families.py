@@ -454,3 +454,37 @@ def test_a_resumed_run_learns_again_at_one_request_and_its_manifest_adds_both_pa
         ("temperature", 2),
         ("max_tokens", 2),
     }
+
+
+def test_in_batch_mode_refused_lines_teach_the_lesson_and_go_in_the_next_batch(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.reasoning_model = True
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
+
+    done = run_app(
+        tmp_path / "run",
+        *reasoning_run(chat_server, dataset, "runner.mode=batch", "runner.batch_poll_s=0.02"),
+        env=ENV,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert (table(tmp_path / "run", "items")["status"] == "scored").all()
+    batches = list(chat_server.batches)
+    lines = {b: [r.body for r in chat_server.requests if r.batch == b] for b in batches}
+    # The first batch's lines are refused for temperature, the next one's for max_tokens, all
+    # of them learned from; no later line carries either.
+    first, second, *later = batches
+    assert all(body["temperature"] == 0 for body in lines[first])
+    assert all("temperature" not in body and "max_tokens" in body for body in lines[second])
+    assert later
+    for batch in later:
+        for body in lines[batch]:
+            assert "temperature" not in body
+            assert "max_tokens" not in body
+            assert body["max_completion_tokens"] == 900
+    refused = chat_server.counts["refused temperature"] + chat_server.counts["refused max_tokens"]
+    assert chat_server.counts["refused temperature"] == len(lines[first])
+    run = manifest(tmp_path / "run")
+    assert sum(lesson["refused"] for lesson in run["judge"]["learned"]) == refused
+    assert {lesson["param"] for lesson in run["judge"]["learned"]} == {"temperature", "max_tokens"}

@@ -464,6 +464,18 @@ class OpenAIJudge(AsyncClosing):
     async def batch_file(self, file_id: str) -> bytes:
         return await self._chat.batch_file(file_id)
 
+    def learn_refusal(self, sent: Mapping[str, Any], error: Mapping[str, Any]) -> bool:
+        """Whether a batch line sent as ``sent``, refused with ``error`` (its body's), taught a
+        lesson (``_learned``): then it is sent again, without what was refused."""
+        code, param = error.get("code"), error.get("param")
+        return self._chat.lessons.learn(
+            sent,
+            status=400,
+            code=code if isinstance(code, str) else None,
+            param=param if isinstance(param, str) else None,
+            message=str(error.get("message") or ""),
+        )
+
     def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
         """A batch output line's Chat Completions body as a reply, at the batch price."""
         reply = ChatReply(*_reply_of(body), rate_limits=None)
