@@ -104,6 +104,8 @@ def test_a_reasoning_model_scores_every_item_on_its_defaults_each_refusal_paid_o
     # Reasoning tokens, counted among the output tokens and shown apart.
     assert run["tokens"]["reasoning"] == REASONING_TOKENS * len(rest)
     assert run["tokens"]["output"] > run["tokens"]["reasoning"]
+    # Each item's own, in its row: three steps' (a step the cache answered keeps its own).
+    assert (items["reasoning_tokens"] == 3 * REASONING_TOKENS).all()
     # Priced by the table, reasoning tokens as output tokens.
     assert GPT5_MINI is not None
     assert run["judge"]["price"] == {
@@ -134,7 +136,9 @@ def test_a_reasoning_model_scores_every_item_on_its_defaults_each_refusal_paid_o
     )
     assert again.returncode == 0, again.stderr
     assert len(chat_server.requests) == sent
-    assert (table(tmp_path / "again", "items")["status"] == "scored").all()
+    rerun = table(tmp_path / "again", "items")
+    assert (rerun["status"] == "scored").all()
+    assert rerun["reasoning_tokens"].tolist() == items["reasoning_tokens"].tolist()
     # Every step of every item (20 x 3), the first run's own hits (steps alike) included.
     assert manifest(tmp_path / "again")["judge"]["cache"]["hits"] == 60
     assert manifest(tmp_path / "again")["judge"]["learned"] == []
