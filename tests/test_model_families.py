@@ -492,3 +492,53 @@ def test_in_batch_mode_refused_lines_teach_the_lesson_and_go_in_the_next_batch(
     run = manifest(tmp_path / "run")
     assert sum(lesson["refused"] for lesson in run["judge"]["learned"]) == refused
     assert {lesson["param"] for lesson in run["judge"]["learned"]} == {"temperature", "max_tokens"}
+
+
+def test_the_price_table_is_read_from_the_installed_package_with_no_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from summeval_runner._judges import _prices
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the price lookup tried to connect")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    _prices._looked_up.cache_clear()
+
+    known = price_of("o3", provider="openai", base_url="https://api.openai.com/v1", given=None)
+
+    assert known is not None
+    assert known.source == f"genai-prices {table_version()}"  # the package's own table
+    assert (known.provider, known.model) == ("openai", "o3")
+    # A provider the base_url names that does not sell the model: unknown, not OpenAI's price.
+    groq = "https://api.groq.com/openai/v1"
+    assert price_of("o3", provider="openai", base_url=groq, given=None) is None
+
+
+def test_the_llm_summarizer_on_a_reasoning_model_learns_its_refusals_too(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.reasoning_model = True
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+
+    done = run_app(
+        tmp_path / "run",
+        *reasoning_run(chat_server, dataset, "runner.max_items_in_flight=1"),
+        "target=llm_summarizer",
+        f"target.base_url={chat_server.base_url}",
+        "target.name=gpt-5-mini",
+        env=ENV,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert (table(tmp_path / "run", "items")["status"] == "scored").all()
+    calls = [r.body for r in chat_server.requests if r.step == "summarize"]
+    # Its first call refused twice (temperature, then max_tokens); the others sent as it takes.
+    assert [("temperature" in b, "max_tokens" in b) for b in calls[:3]] == [
+        (True, True), (False, True), (False, False),
+    ]  # fmt: skip
+    assert all(b["max_completion_tokens"] == 300 for b in calls[2:])
+    assert len(calls) == 3 + 2
