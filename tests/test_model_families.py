@@ -121,10 +121,12 @@ def test_a_reasoning_model_scores_every_item_on_its_defaults_each_refusal_paid_o
         for i in chat_server.usage
     )  # fmt: skip
     assert run["cost"]["judge"] == pytest.approx(expected)
-    # Each lesson logged once, in the run's log; the console is spared.
+    # Each lesson logged once, in the run's log and (a warning) on the console.
     log = (tmp_path / "run" / "summeval-run.log").read_text(encoding="utf-8")
-    assert log.count("refused temperature (HTTP 400 unsupported_value") == 1
-    assert log.count("refused max_tokens (HTTP 400 unsupported_parameter") == 1
+    console = done.stdout + done.stderr
+    for said in (log, console):
+        assert said.count("refused temperature (HTTP 400 unsupported_value") == 1
+        assert said.count("refused max_tokens (HTTP 400 unsupported_parameter") == 1
     assert "sends max_completion_tokens instead of max_tokens" in log
 
     # The same run again: every reply from the cache, no request at all, refused or not.
