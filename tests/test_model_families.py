@@ -388,7 +388,7 @@ def test_estimates_and_budgets_use_the_tables_price(
     known = price_of("gpt-4o-mini", provider="openai", base_url=None, given=None)
     assert known is not None
     at = f"at ${known.price.input:g} in, ${known.price.output:g} out per million tokens"
-    assert at in estimate.stdout
+    assert f"{at} (genai-prices {table_version()}'s price for gpt-4o-mini)" in estimate.stdout
     assert "not known" not in estimate.stdout
     # Without model.price the budget still holds: the run stops before passing it.
     assert stopped.returncode != 0 or "max_cost" in stopped.stdout

@@ -74,6 +74,7 @@ def format_estimate(estimate: RunEstimate) -> str:
     at = (
         f" at ${price.input:g} in, ${price.output:g} out per million tokens"
         + (f", the Batch API's {price.batch:g} of that" if estimate.batch else "")
+        + (f" ({estimate.price_source})" if estimate.price_source else "")
         if price is not None
         else " (the judge's price is not known: set model.price)"
     )

@@ -38,6 +38,15 @@ class KnownPrice:
     provider: str | None = None
 
 
+def looked_up_price(judge: object) -> KnownPrice | None:
+    """The price table's entry a judge's (or an agent's) ``price`` came from: ``None`` when it
+    was given, or is not known."""
+    known = getattr(judge, "price_source", None)
+    if not isinstance(known, KnownPrice) or known.source == GIVEN:
+        return None
+    return known if known.price == getattr(judge, "price", None) else None
+
+
 def table_version() -> str | None:
     """The installed price table's version (``None``: the package is not installed)."""
     try:

@@ -27,7 +27,7 @@ from summeval_runner._io._manifest import (
     PriceUsed,
     merged_lessons,
 )
-from summeval_runner._judges._prices import GIVEN, KnownPrice
+from summeval_runner._judges._prices import GIVEN, looked_up_price
 from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name, judge_price
 from summeval_runner._runner._batches import BatchedJudge, IdleWatch
 from summeval_runner._runner._cache import (
@@ -264,14 +264,13 @@ class JudgeStack:
         price = judge_price(judge)
         if price is None:
             return None
-        known = getattr(judge, "price_source", None)
-        source = known if isinstance(known, KnownPrice) else KnownPrice(price)
+        known = looked_up_price(judge)
         return PriceUsed(
             input=price.input,
             output=price.output,
             batch=price.batch,
-            source=source.source if source.price == price else GIVEN,
-            model=source.model if source.price == price else None,
+            source=known.source if known is not None else GIVEN,
+            model=known.model if known is not None else None,
         )
 
     @property
