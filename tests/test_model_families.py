@@ -104,6 +104,7 @@ def test_a_reasoning_model_scores_every_item_on_its_defaults_each_refusal_paid_o
     # Reasoning tokens, counted among the output tokens and shown apart.
     assert run["tokens"]["reasoning"] == REASONING_TOKENS * len(rest)
     assert run["tokens"]["output"] > run["tokens"]["reasoning"]
+    assert f"out ({run['tokens']['reasoning']:,} of them reasoning)" in done.stdout
     # Each item's own, in its row: three steps' (a step the cache answered keeps its own).
     assert (items["reasoning_tokens"] == 3 * REASONING_TOKENS).all()
     # Priced by the table, reasoning tokens as output tokens.
