@@ -31,6 +31,7 @@ from summeval_runner._io._manifest import JudgeNoise, Manifest, RunCost
 from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
 from summeval_runner._io._report import write_report
+from summeval_runner._judges._azure import AzureJudge, AzureJudgeConfig
 from summeval_runner._judges._fake import FakeJudge
 from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, OpenAIJudgeConfig
@@ -87,6 +88,8 @@ __all__ = [
     "AgreementResult",
     "AnalyzeInput",
     "AnalyzeStepResult",
+    "AzureJudge",
+    "AzureJudgeConfig",
     "BudgetExhaustedError",
     "ClaimVerdict",
     "ConfigError",

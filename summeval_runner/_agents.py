@@ -21,6 +21,7 @@ from summeval_runner._errors import (
     JudgeError,
 )
 from summeval_runner._judges._openai import OpenAIChat, estimate_tokens
+from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import FREE, JudgeReply, Price, TokenUsage
 from summeval_runner._judges._text import split_sentences
 from summeval_runner._messages import extract_source
@@ -65,9 +66,11 @@ class LLMSummarizer:
     """Summarizes with a model behind an OpenAI-compatible endpoint; the judge's provider code.
 
     ``prompt`` is the system prompt; the item's source is the user message. ``price`` is the
-    model's price per million tokens (``{input: ..., output: ...}`` US dollars; ``None``: not
-    known): each call's tokens and cost are reported to the run, which counts them apart from
-    the judge's.
+    model's price per million tokens (``{input: ..., output: ...}`` US dollars; ``None``: the
+    price table's for a model it knows, else not known): each call's tokens and cost are
+    reported to the run, which counts them apart from the judge's. A sampling setting the model
+    refuses (a reasoning model's ``temperature``, its ``max_tokens``) is dropped or renamed once
+    it refuses it, as the judge's are.
 
     In a run its calls are kept in the run's response cache (``with_cache``), keyed by the
     endpoint, the model, the prompt, the sampling settings and the input: a rerun that changes
@@ -96,7 +99,6 @@ class LLMSummarizer:
         self.prompt = prompt
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.price = _price(price)
         self._chat = OpenAIChat(
             base_url=base_url,
             api_key_env=api_key_env,
@@ -104,6 +106,11 @@ class LLMSummarizer:
             max_retries=max_retries,
             who=AGENT_MODEL,
         )
+        # The price given, else the price table's for a model it knows (the judge's rule).
+        self.price_source = price_of(
+            name, provider="openai", base_url=self._chat.base_url, given=_price(price)
+        )
+        self.price = self.price_source.price if self.price_source is not None else None
         self._cache: AgentCache | None = None
 
     def with_cache(self, cache: AgentCache) -> LLMSummarizer:

@@ -8,7 +8,13 @@ whose body is cut off or is not JSON. ``FaultMix`` injects faults at random, see
 run's outcome does not depend on the order requests arrive in. ``go_down()`` and ``come_back()``
 take the server off its port (connections refused) and put it back on the same port.
 ``json_schema_supported = False`` refuses ``response_format`` json_schema with the HTTP 500 that
-llama-cpp-python's server sends.
+llama-cpp-python's server sends. ``reasoning_model = True`` answers as OpenAI's reasoning models
+(o-series, gpt-5.x) do: a ``temperature`` other than 1 and any ``max_tokens`` are refused with
+their HTTP 400 (``REASONING_REFUSALS``), and each reply reports reasoning tokens
+(``usage.completion_tokens_details.reasoning_tokens``, among its completion tokens).
+It speaks Azure OpenAI's addresses too: ``/openai/deployments/{deployment}/chat/completions`` with
+an ``api-version`` query, for the deployments in ``azure_deployments`` (``azure_endpoint`` is the
+resource's endpoint); an unknown deployment or a missing ``api-version`` is Azure's 404.
 
 It serves OpenAI's Files and Batch APIs too (``/v1/files``, ``/v1/batches``): an uploaded JSONL
 file of requests becomes a batch whose lines are answered as the requests themselves would be
@@ -48,6 +54,8 @@ class Fault:
     message: str = "injected fault"
     code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # The parameter an HTTP 400 names (OpenAI's error.param), when it names one.
+    param: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,70 @@ JSON_SCHEMA_REFUSED = {
         "code": None,
     }
 }
+
+
+# What OpenAI's reasoning models answer to a parameter they do not take (HTTP 400): the body's
+# shape, its message, its param and its code as the API sends them.
+REASONING_REFUSALS = {
+    "temperature": {
+        "message": (
+            "Unsupported value: 'temperature' does not support {value} with this model. Only the "
+            "default (1) value is supported."
+        ),
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    },
+    "max_tokens": {
+        "message": (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead."
+        ),
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    },
+}
+# The reasoning tokens a reasoning model's reply reports, among its completion tokens.
+REASONING_TOKENS = 64
+
+
+def reasoning_refusal(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The refusal a reasoning model sends for this body, if any: its temperature first."""
+    if "temperature" in body and body["temperature"] != 1:
+        error = dict(REASONING_REFUSALS["temperature"])
+        error["message"] = str(error["message"]).format(value=f"{body['temperature']:g}")
+        return {"error": error}
+    if "max_tokens" in body:
+        return {"error": dict(REASONING_REFUSALS["max_tokens"])}
+    return None
+
+
+# Azure OpenAI's answers to a request for a deployment the resource does not have, and to one
+# without an api-version.
+AZURE_NO_DEPLOYMENT = {
+    "error": {
+        "code": "DeploymentNotFound",
+        "message": (
+            "The API deployment for this resource does not exist. If you created the deployment "
+            "within the last 5 minutes, please wait a moment and try again."
+        ),
+    }
+}
+AZURE_NOT_FOUND = {"error": {"code": "404", "message": "Resource not found"}}
+
+
+def azure_refusal(path: str, deployments: set[str]) -> dict[str, Any] | None:
+    """Azure's 404 for a request to ``path`` (under ``/openai/``), or None: a deployment's chat
+    completions with an ``api-version``."""
+    route, _, query = path.partition("?")
+    parts = route.strip("/").split("/")
+    versions = [v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "api-version"]
+    if len(parts) != 5 or parts[1] != "deployments" or parts[3:] != ["chat", "completions"]:
+        return AZURE_NOT_FOUND
+    if not versions or not versions[0]:
+        return AZURE_NOT_FOUND
+    return None if parts[2] in deployments else AZURE_NO_DEPLOYMENT
 
 
 @dataclass(frozen=True)
@@ -210,6 +282,10 @@ class ChatServer:
         self.latency_s = 0.0
         # False: refuse response_format json_schema as llama-cpp-python's server does (HTTP 500).
         self.json_schema_supported = True
+        # True: answer as a reasoning model (REASONING_REFUSALS, reasoning tokens).
+        self.reasoning_model = False
+        # The deployments an Azure OpenAI resource at azure_endpoint has.
+        self.azure_deployments: set[str] = set()
         # True: a preprocess call's questions depend on the summary it shows (valid_content).
         self.questions_follow_summary = False
         # A tokens-per-minute limit (limit_tokens); headers for the next replies (send_headers);
@@ -263,6 +339,11 @@ class ChatServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def azure_endpoint(self) -> str:
+        """The endpoint of the Azure OpenAI resource it plays (its deployments under it)."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     @property
     def answered(self) -> int:
@@ -383,6 +464,12 @@ class ChatServer:
                 self.requests.append(record)
                 self.counts["json_schema refused"] += 1
             return 500, JSON_SCHEMA_REFUSED, {}
+        refusal = reasoning_refusal(body) if self.reasoning_model else None
+        if refusal is not None:
+            with self._lock:
+                self.requests.append(record)
+                self.counts[f"refused {refusal['error']['param']}"] += 1
+            return 400, refusal, {}
         with self._lock:
             entry: Reply | Fault | BrokenReply | str | None = self._always or (
                 self._script.popleft() if self._script else None
@@ -410,6 +497,8 @@ class ChatServer:
             echo = f" [{record.headers.get('authorization')} at {record.path}]"
         if isinstance(entry, Fault):
             error = {"message": entry.message + echo, "type": "test", "code": entry.code}
+            if entry.param is not None:
+                error["param"] = entry.param
             return entry.status, {"error": error}, entry.headers
         if isinstance(entry, Reply):
             # "{echo}" places the echo (inside a valid reply); otherwise it ends the content.
@@ -423,6 +512,8 @@ class ChatServer:
         else:
             content = json.dumps(valid_content(body, self.questions_follow_summary))
         usage = (len(json.dumps(body["messages"])) // 4, len(content) // 4)
+        if self.reasoning_model:
+            usage = (usage[0], usage[1] + REASONING_TOKENS)
         headers: dict[str, str] = {}
         with self._lock:
             if self.tpm_limit is not None:
@@ -450,6 +541,10 @@ class ChatServer:
             ],
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": 0},
         }
+        if self.reasoning_model:
+            completion["usage"]["completion_tokens_details"] = {
+                "reasoning_tokens": REASONING_TOKENS
+            }
         if not self.reports_usage:
             del completion["usage"]
         return 200, completion, headers
@@ -704,6 +799,11 @@ class ChatServer:
                     return
                 if self.path.rstrip("/") == "/v1/batches":
                     self.send_json(*server._create_batch(json.loads(raw)))
+                    return
+                if self.path.startswith("/openai/") and (
+                    refused := azure_refusal(self.path, server.azure_deployments)
+                ):
+                    self.send_json(404, refused)
                     return
                 body = json.loads(raw or b"{}")
                 record = Recorded(

@@ -84,7 +84,12 @@ def test_prices_give_each_item_and_the_run_their_cost_judge_and_agent_apart(
 def test_an_unknown_price_is_unknown_never_zero(tmp_path: Path, chat_server: ChatServer) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
 
-    completed = run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), env=ENV)
+    # A model the price table does not know (the default, gpt-4o-mini, it prices).
+    completed = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset, "model.name=a-model-of-my-own"),
+        env=ENV,
+    )
 
     assert completed.returncode == 0, completed.stderr
     assert table(tmp_path / "run", "items")["judge_cost"].isna().all()
@@ -295,7 +300,7 @@ def test_a_cost_budget_without_a_price_is_refused_before_any_call(
 
     refused = run_app(
         tmp_path / "run",
-        *openai_run(chat_server.base_url, dataset),
+        *openai_run(chat_server.base_url, dataset, "model.name=a-model-of-my-own"),
         "runner.max_cost=1",
         env=ENV,
     )

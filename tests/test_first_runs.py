@@ -297,7 +297,9 @@ def test_the_resume_command_after_a_budget_stop_asks_for_a_larger_budget(
     assert (manifest(run_dir)["status"], manifest(run_dir)["counts"]["total"]) == ("completed", 6)
 
 
-# A cost where no price is known is unknown, even when nothing was billed.
+# A cost where no price is known is unknown, even when nothing was billed. The models are ones
+# the price table does not know (it prices gpt-4o-mini, the default, by itself).
+UNPRICED = ("model.name=local-judge-unpriced", "target.name=local-summarizer-unpriced")
 
 
 def test_a_run_without_a_price_whose_calls_all_failed_has_an_unknown_cost(
@@ -306,7 +308,9 @@ def test_a_run_without_a_price_whose_calls_all_failed_has_an_unknown_cost(
     dataset = write_dataset(tmp_path / "docs.jsonl", 2)
     chat_server.fail_every_request(Fault(400, "bad request"))
 
-    completed = run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), env=ENV)
+    completed = run_app(
+        tmp_path / "run", *openai_run(chat_server.base_url, dataset, UNPRICED[0]), env=ENV
+    )
 
     assert completed.returncode == 1, completed.stderr
     assert manifest(tmp_path / "run")["cost"]["judge"] is None
@@ -325,6 +329,7 @@ def test_a_rerun_the_cache_answers_costs_nothing_at_a_price_and_is_unknown_witho
         *openai_run(chat_server.base_url, dataset),
         "target=llm_summarizer",
         f"target.base_url={chat_server.base_url}",
+        *UNPRICED,
         *((f"model.price={price}", f"target.price={price}") if price else ()),
     )
     assert run_app(tmp_path / "first", *overrides, env=ENV).returncode == 0

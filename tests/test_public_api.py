@@ -82,6 +82,8 @@ PUBLIC = {
     "OfflineSettings",
     "OpenAIJudge",
     "OpenAIJudgeConfig",
+    "AzureJudge",
+    "AzureJudgeConfig",
     "FakeJudge",
     # errors
     "SummevalError",

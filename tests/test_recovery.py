@@ -101,7 +101,11 @@ def test_after_sigkill_and_resume_the_manifest_counts_what_the_server_received(
     # The tokens of every reply a live process received (none for the faults).
     received = [*range(base, base + answered), *range(killed_sent, len(chat_server.requests))]
     usage = [chat_server.usage[i] for i in received if i in chat_server.usage]
-    assert tokens == {"input": sum(u[0] for u in usage), "output": sum(u[1] for u in usage)}
+    assert tokens == {
+        "input": sum(u[0] for u in usage),
+        "output": sum(u[1] for u in usage),
+        "reasoning": 0,  # not a reasoning model
+    }
     # Each item's reason step was a hit, and so was the preprocess step of an item killed
     # while its analyze request was held (its preprocess reply had been stored).
     assert judge["cache"]["hits"] == 20 + sum(r.step == "analyze" for r in held)
@@ -297,7 +301,10 @@ def test_a_busy_cache_is_never_moved_aside(
     # Another process is writing: it holds the database's write lock throughout.
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    holder.execute("INSERT INTO replies VALUES ('theirs', 'c', 1, 1, 'judge', 0)")
+    holder.execute(
+        "INSERT INTO replies (key, content, input_tokens, output_tokens, judge, created) "
+        "VALUES ('theirs', 'c', 1, 1, 'judge', 0)"
+    )
     try:
         with caplog.at_level(logging.WARNING, logger="summeval_runner"):
             cache = ResponseCache(path, busy_timeout_s=0.05)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from summeval_runner._io._manifest import JudgeNoise, Manifest, TokenTotals
+from summeval_runner._io._manifest import JudgeNoise, JudgeTokenTotals, Manifest
 from summeval_runner._runner._estimate import RunEstimate
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._secrets import scrub
@@ -37,11 +37,13 @@ def cost_line(manifest: Manifest) -> str:
     """What the run's calls cost and the tokens they took: the judge's and the agent's."""
     cost = manifest.cost
     assert cost is not None
-    tokens = manifest.tokens or TokenTotals()
+    tokens = manifest.tokens or JudgeTokenTotals()
     line = (
         f"cost: {_dollars(cost.total)} (judge {_dollars(cost.judge)}, agent "
         f"{_dollars(cost.target)}); judge tokens {tokens.input:,} in, {tokens.output:,} out"
     )
+    if tokens.reasoning:
+        line += f" ({tokens.reasoning:,} of them reasoning)"
     target = manifest.target_tokens
     if target is not None and (target.input or target.output):
         line += f"; agent tokens {target.input:,} in, {target.output:,} out"
@@ -74,6 +76,7 @@ def format_estimate(estimate: RunEstimate) -> str:
     at = (
         f" at ${price.input:g} in, ${price.output:g} out per million tokens"
         + (f", the Batch API's {price.batch:g} of that" if estimate.batch else "")
+        + (f" ({estimate.price_source})" if estimate.price_source else "")
         if price is not None
         else " (the judge's price is not known: set model.price)"
     )

@@ -97,6 +97,8 @@ class PartTraffic(BaseModel):
     throttled_429: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # A reasoning model's, of output_tokens.
+    reasoning_tokens: int = 0
     cache_hits: int = 0
     cache_stored: int = 0
     # What the judge's replies cost (US dollars), and how many had no known cost.

@@ -201,16 +201,66 @@ class CacheUse(_Part):
     stored: int = 0
 
 
+class LearnedParameter(_Part):
+    """A request parameter the judge's model refused (an HTTP 400 naming it), and what the run
+    sent from then on: ``dropped`` (the model's default stands) or ``renamed`` to
+    ``renamed_to``. ``refused``: the requests refused for it, not counted in ``requests`` (one,
+    or one per request in flight when the first refusals came; a resumed part learns again, at
+    one request more)."""
+
+    model: str
+    param: str
+    action: Literal["dropped", "renamed"]
+    renamed_to: str | None = None
+    code: str
+    message: str
+    refused: int = 1
+
+
+class PriceUsed(_Part):
+    """The price a run's judge replies were counted at (US dollars per million tokens), and
+    where it came from: ``given`` (``model.price``) or the price table that ships in the
+    ``genai-prices`` package (``genai-prices 0.2.3``), which knows the model as ``model``."""
+
+    input: float
+    output: float
+    batch: float = 0.5
+    source: str
+    model: str | None = None
+
+
 class JudgeTraffic(_Part):
     """What a run asked of its judges: requests sent (retries included), retries, 429s, and
     what the response cache answered; in every part of a resumed run, a killed one included
-    (each part journals them as they happen)."""
+    (each part journals them as they happen). ``learned``: parameters the model refused and the
+    run stopped sending (``_judges._learned``), as the parts that ended wrote them. ``price``:
+    what the judge's tokens were counted at (``None``: not known, or judges of several)."""
 
     name: str | None = None
     requests: int = 0
     retries: int = 0
     throttled_429: int = 0
     cache: CacheUse = CacheUse()
+    learned: tuple[LearnedParameter, ...] = ()
+    price: PriceUsed | None = None
+
+
+def merged_lessons(
+    *parts: Iterable[LearnedParameter],
+) -> tuple[LearnedParameter, ...]:
+    """The lessons of several parts of a run, one per model and parameter, their refusals
+    added up."""
+    merged: dict[tuple[str, str], LearnedParameter] = {}
+    for lessons in parts:
+        for lesson in lessons:
+            key = (lesson.model, lesson.param)
+            known = merged.get(key)
+            merged[key] = (
+                lesson
+                if known is None
+                else known.model_copy(update={"refused": known.refused + lesson.refused})
+            )
+    return tuple(merged.values())
 
 
 class TokenTotals(_Part):
@@ -220,6 +270,13 @@ class TokenTotals(_Part):
 
     input: int = 0
     output: int = 0
+
+
+class JudgeTokenTotals(TokenTotals):
+    """The judges' ``TokenTotals``, and ``reasoning``: a reasoning model's reasoning tokens, of
+    ``output`` (billed as output tokens), shown apart."""
+
+    reasoning: int = 0
 
 
 class RunCost(_Part):
@@ -331,7 +388,7 @@ class Manifest(_Part):
     hook_errors: int = 0
     means: dict[str, float | None] = {}
     judge: JudgeTraffic | None = None
-    tokens: TokenTotals | None = None
+    tokens: JudgeTokenTotals | None = None
     # The agent's tokens as it reported them, and what the run's calls cost.
     target_tokens: TokenTotals | None = None
     cost: RunCost | None = None

@@ -40,6 +40,7 @@ from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
     CacheUse,
     JudgeNoise,
+    JudgeTokenTotals,
     JudgeTraffic,
     Manifest,
     MergedShard,
@@ -47,6 +48,7 @@ from summeval_runner._io._manifest import (
     RunCost,
     TokenTotals,
     config_differences,
+    merged_lessons,
     metadata_types,
     read_manifest,
     setup_differences,
@@ -460,12 +462,17 @@ def _write_manifest(
                 hits=sum(cache.hits for cache in caches),
                 stored=sum(cache.stored for cache in caches),
             ),
+            learned=merged_lessons(
+                *(run.manifest.judge.learned for run in runs if run.manifest.judge)
+            ),
+            price=first.judge.price if first.judge else None,
         ),
         # Every attempt's tokens, as each shard's manifest counts them (not only the kept
         # items' ones, which the tables hold).
-        tokens=TokenTotals(
+        tokens=JudgeTokenTotals(
             input=sum((run.manifest.tokens or TokenTotals()).input for run in runs),
             output=sum((run.manifest.tokens or TokenTotals()).output for run in runs),
+            reasoning=sum((run.manifest.tokens or JudgeTokenTotals()).reasoning for run in runs),
         ),
         target_tokens=TokenTotals(
             input=sum((run.manifest.target_tokens or TokenTotals()).input for run in runs),

@@ -205,6 +205,7 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
         "judge_retries": usage.retries,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
         "judge_cost": usage.cost,
         "judge_latency_s": (
             usage.preprocess.latency_s + usage.analyze.latency_s + usage.reason.latency_s

@@ -117,10 +117,15 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                 described("input_tokens", pa.int64(), "the judge's input tokens for this item"),
                 described("output_tokens", pa.int64(), "the judge's output tokens for this item"),
                 described(
+                    "reasoning_tokens",
+                    pa.int64(),
+                    "a reasoning model's reasoning tokens for this item, of output_tokens",
+                ),
+                described(
                     "judge_cost",
                     pa.float64(),
-                    "US dollars of this item's judge calls at model.price (0 from the cache); "
-                    "null when the price is not known",
+                    "US dollars of this item's judge calls at model.price, else the price "
+                    "table's (0 from the cache); null when the price is not known",
                 ),
                 described("judge_latency_s", pa.float64(), "seconds spent in judge calls"),
                 described(
@@ -492,7 +497,8 @@ def one_row_per_item(items: pd.DataFrame) -> pd.DataFrame:
     for column in METRICS.values():
         means = grouped[column].mean()
         collapsed[column] = means.where(scored, None)
-    for column in ("judge_calls", "judge_retries", "input_tokens", "output_tokens", "judge_cost"):
+    summed = ("judge_calls", "judge_retries", "input_tokens", "output_tokens", "reasoning_tokens")
+    for column in (*summed, "judge_cost"):
         if column in collapsed.columns:
             collapsed[column] = grouped[column].sum(min_count=1)
     result: pd.DataFrame = collapsed.reset_index(drop=True)

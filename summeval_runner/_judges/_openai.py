@@ -9,16 +9,15 @@ import os
 import re
 import socket
 import ssl
-import time
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
 import openai
+from openai.types.shared import ReasoningEffort
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from summeval_runner._errors import (
@@ -30,6 +29,8 @@ from summeval_runner._errors import (
     JudgeInputTooLargeError,
     MissingAPIKeyError,
 )
+from summeval_runner._judges._learned import Lesson, ParameterLessons
+from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
     AsyncClosing,
@@ -40,6 +41,7 @@ from summeval_runner._judges._protocol import (
     RateLimits,
     TokenUsage,
 )
+from summeval_runner._judges._rate_headers import rate_limits_of, retry_after_s
 from summeval_runner._secrets import (
     REDACTED,
     redact_url,
@@ -70,12 +72,16 @@ class OpenAIJudgeConfig(BaseModel):
     ``max_retries`` is the SDK's own retries, for use outside ``summeval-run``; a run turns them
     off and retries with its own policy (``runner.retry``).
     ``max_output_tokens`` bounds each reply (sent as ``max_tokens``, which every
-    OpenAI-compatible server takes; ``None`` sends none): a small local model can loop inside a
-    JSON array until its context is full, and a reply cut at the bound is malformed, so it is
-    re-asked and then an error, in bounded time.
+    OpenAI-compatible server takes, and as ``max_completion_tokens`` to a model that refuses it;
+    ``None`` sends none): a small local model can loop inside a JSON array until its context is
+    full, and a reply cut at the bound is malformed, so it is re-asked and then an error, in
+    bounded time. A sampling setting the model refuses (a reasoning model's ``temperature``) is
+    dropped once it refuses it (``_learned``). ``reasoning_effort`` (``None``: not sent) is a
+    reasoning model's.
     ``price`` is the model's price per million tokens (``{input: 2.5, output: 10}`` US dollars;
-    ``None``: unknown): with it a run counts what each item and the whole run cost, estimates a
-    run before it starts, and can stop at a budget (``RunOptions.max_cost``).
+    ``None``: the price table's for a model it knows (``_prices``), else unknown): with it a run
+    counts what each item and the whole run cost, estimates a run before it starts, and can stop
+    at a budget (``RunOptions.max_cost``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -90,6 +96,7 @@ class OpenAIJudgeConfig(BaseModel):
     max_retries: int = Field(default=2, ge=0)
     max_input_tokens: int | None = Field(default=None, gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
+    reasoning_effort: ReasoningEffort = None
     price: Price | None = None
 
 
@@ -148,6 +155,8 @@ class OpenAIChat:
             register_secret(key)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient]
         self._clients = weakref.WeakKeyDictionary()
+        # The parameters each model refused, learned from its refusals (_learned).
+        self.lessons = ParameterLessons(redact_url(self.base_url))
 
     def __repr__(self) -> str:
         # The key is deliberately absent: reprs end up in logs.
@@ -157,21 +166,25 @@ class OpenAIChat:
         loop = asyncio.get_running_loop()
         opened = self._clients.get(loop)
         if opened is None:
-            client = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                timeout=self._timeout_s,
-                max_retries=self._max_retries,
-                # The SDK's aiohttp transport: httpx's connection pool probes every idle
-                # connection's socket each time a request starts or ends, which at 100 requests
-                # in flight costs more CPU than the rest of a request together.
-                http_client=openai.DefaultAioHttpClient(),
-            )
+            client = self._new_client()
             closer = _close_at_loop_shutdown(client, self._clients)
             opened = self._clients[loop] = _LoopClient(client, closer)
             # Started here, the generator is one the loop finalises when it shuts down.
             await opened.closer.asend(None)
         return opened.client
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        """The SDK's client for one event loop (Azure's provider makes Azure's)."""
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self._timeout_s,
+            max_retries=self._max_retries,
+            # The SDK's aiohttp transport: httpx's connection pool probes every idle connection's
+            # socket each time a request starts or ends, which at 100 requests in flight costs
+            # more CPU than the rest of a request together.
+            http_client=openai.DefaultAioHttpClient(),
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
@@ -187,18 +200,36 @@ class OpenAIChat:
         JSON (a proxy's HTML page, an empty body) is a ``JudgeAPIError``, transient like a 5xx.
         """
         client = await self._client()
+        sent = self.lessons.applied(params)
         try:
-            # The SDK's generic POST (its documented way to send any request), not
-            # chat.completions.create: create() first walks every parameter through the SDK's
-            # type transforms (the JSON schema and the messages included) and then builds a
-            # ChatCompletion model from the reply, which together cost about as much CPU as the
-            # HTTP exchange itself. The request, retries, errors and headers are the SDK's.
-            response = await client.post(
-                "/chat/completions",
-                content=json.dumps(params).encode(),
-                cast_to=object,
-                options={"headers": _RAW_RESPONSE},
-            )
+            while True:
+                try:
+                    # The SDK's generic POST (its documented way to send any request), not
+                    # chat.completions.create: create() first walks every parameter through the
+                    # SDK's type transforms (the JSON schema and the messages included) and then
+                    # builds a ChatCompletion model from the reply, which together cost about as
+                    # much CPU as the HTTP exchange itself. The request, retries, errors and
+                    # headers are the SDK's.
+                    response = await client.post(
+                        "/chat/completions",
+                        content=json.dumps(sent).encode(),
+                        cast_to=object,
+                        options={"headers": _RAW_RESPONSE},
+                    )
+                    break
+                except openai.BadRequestError as error:
+                    # A parameter the model refuses (a reasoning model's temperature): learned
+                    # once, and the request sent again without it (_learned).
+                    body = error.body if isinstance(error.body, Mapping) else {}
+                    if not self.lessons.learn(
+                        sent,
+                        status=error.status_code,
+                        code=error.code,
+                        param=error.param,
+                        message=str(body.get("message") or error.message),
+                    ):
+                        raise
+                    sent = self.lessons.applied(params)
             completion: Any = response.parse()  # type: ignore[attr-defined]
         except openai.APIError as error:
             raise _translate(error, redact_url(self.base_url), self.who) from error
@@ -317,24 +348,39 @@ class OpenAIJudge(AsyncClosing):
     on exit. Left open, the client closes when its event loop ends.
     """
 
+    # In the judge's name and cache key, and whose prices price it (Azure's judge is another).
+    provider = "openai"
+
     def __init__(self, config: OpenAIJudgeConfig) -> None:
         self.config = config
-        self.name = f"openai/{config.name}"
-        self.price = config.price
-        self._chat = OpenAIChat(
+        self.name = f"{self.provider}/{config.name}"
+        self._chat = self._open_chat(config)
+        # The price given, else the one the price table knows for the model (_prices).
+        self.price_source = price_of(
+            self._priced_as(), provider=self.provider, base_url=self._chat.base_url,
+            given=config.price,
+        )  # fmt: skip
+        self.price = self.price_source.price if self.price_source is not None else None
+
+    def _open_chat(self, config: OpenAIJudgeConfig) -> OpenAIChat:
+        return OpenAIChat(
             base_url=config.base_url,
             api_key_env=config.api_key_env,
             timeout_s=config.timeout_s,
             max_retries=config.max_retries,
         )
 
+    def _priced_as(self) -> str:
+        """The model's name in the price table."""
+        return self.config.name
+
     def __repr__(self) -> str:
-        return f"OpenAIJudge({self.config!r})"
+        return f"{type(self).__name__}({self.config!r})"
 
     def cache_identity(self) -> dict[str, Any]:
         """What, besides the request, decides this judge's reply: the cache keys on it."""
         identity: dict[str, Any] = {
-            "provider": "openai",
+            "provider": self.provider,
             "model": self.config.name,
             "base_url": self._chat.base_url,
             "response_format": self.config.response_format,
@@ -344,11 +390,17 @@ class OpenAIJudge(AsyncClosing):
         if self.config.max_output_tokens is not None:
             # Only when set: the keys of judges without a bound stay what they were.
             identity["max_output_tokens"] = self.config.max_output_tokens
+        if self.config.reasoning_effort is not None:
+            identity["reasoning_effort"] = self.config.reasoning_effort
         return identity
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
         await self._chat.aclose()
+
+    def learned_parameters(self) -> tuple[Lesson, ...]:
+        """The parameters its model refused so far, and what it sends instead (``_learned``)."""
+        return self._chat.lessons.lessons()
 
     def without_retries(self) -> OpenAIJudge:
         """A new judge like this one whose SDK does not retry (its own clients, its own key).
@@ -356,7 +408,7 @@ class OpenAIJudge(AsyncClosing):
         ``run_evals`` retries with its own policy, which must see every 429 to adapt its pace;
         SDK retries underneath would multiply the attempts and hide the 429s.
         """
-        return OpenAIJudge(self.config.model_copy(update={"max_retries": 0}))
+        return type(self)(self.config.model_copy(update={"max_retries": 0}))
 
     def _response_format(self, request: JudgeRequest) -> dict[str, Any]:
         if self.config.response_format == "json_object":
@@ -398,7 +450,7 @@ class OpenAIJudge(AsyncClosing):
         return JudgeReply(
             content=reply.content,
             usage=reply.usage or TokenUsage(),
-            cost=reply.cost(self.config.price),
+            cost=reply.cost(self.price),
             rate_limits=reply.rate_limits,
         )
 
@@ -415,13 +467,25 @@ class OpenAIJudge(AsyncClosing):
     async def batch_file(self, file_id: str) -> bytes:
         return await self._chat.batch_file(file_id)
 
+    def learn_refusal(self, sent: Mapping[str, Any], error: Mapping[str, Any]) -> bool:
+        """Whether a batch line sent as ``sent``, refused with ``error`` (its body's), taught a
+        lesson (``_learned``): then it is sent again, without what was refused."""
+        code, param = error.get("code"), error.get("param")
+        return self._chat.lessons.learn(
+            sent,
+            status=400,
+            code=code if isinstance(code, str) else None,
+            param=param if isinstance(param, str) else None,
+            message=str(error.get("message") or ""),
+        )
+
     def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
         """A batch output line's Chat Completions body as a reply, at the batch price."""
         reply = ChatReply(*_reply_of(body), rate_limits=None)
         return JudgeReply(
             content=reply.content,
             usage=reply.usage or TokenUsage(),
-            cost=reply.cost(self.config.price, batch=True),
+            cost=reply.cost(self.price, batch=True),
         )
 
     def request_body(self, request: JudgeRequest) -> dict[str, Any]:
@@ -447,7 +511,10 @@ class OpenAIJudge(AsyncClosing):
             params["seed"] = self.config.seed + request.trial
         if self.config.max_output_tokens is not None:
             params["max_tokens"] = self.config.max_output_tokens
-        return params
+        if self.config.reasoning_effort is not None:
+            params["reasoning_effort"] = self.config.reasoning_effort
+        # What the model was found to refuse this run (a batch line too).
+        return self._chat.lessons.applied(params)
 
     def _json_schema_refused(self, error: JudgeAPIError) -> bool:
         """Whether the server refused the request for its ``response_format`` json_schema:
@@ -481,9 +548,14 @@ def _reply_of(completion: Any) -> tuple[str, TokenUsage | None]:
     usage = completion.get("usage")
     tokens: TokenUsage | None = None
     if isinstance(usage, Mapping):
+        details = usage.get("completion_tokens_details")
         tokens = TokenUsage(
             input_tokens=int(usage.get("prompt_tokens") or 0),
+            # A reasoning model's reasoning tokens are among its completion tokens, billed alike.
             output_tokens=int(usage.get("completion_tokens") or 0),
+            reasoning_tokens=int(
+                (details.get("reasoning_tokens") if isinstance(details, Mapping) else 0) or 0
+            ),
         )
     choices = completion.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -495,41 +567,6 @@ def _reply_of(completion: Any) -> tuple[str, TokenUsage | None]:
     return (content if isinstance(content, str) else str(content)), tokens
 
 
-def rate_limits_of(headers: Mapping[str, str]) -> RateLimits | None:
-    """The rate-limit state a server reports beside a reply (OpenAI's ``x-ratelimit-*``
-    headers: ``limit``, ``remaining`` and ``reset`` of ``tokens`` and ``requests``), or ``None``
-    when it reports none.
-
-    >>> limits = rate_limits_of(
-    ...     {"x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "6ms"}
-    ... )
-    >>> limits.remaining_tokens, limits.reset_tokens_s, limits.limit_tokens
-    (900, 0.006, None)
-    >>> rate_limits_of({}) is None
-    True
-    """
-    lower = {name.lower(): value for name, value in headers.items()}
-
-    def count(name: str) -> int | None:
-        try:
-            return int(float(lower[name]))
-        except (KeyError, ValueError):
-            return None
-
-    def seconds(name: str) -> float | None:
-        return _duration_s(lower[name]) if name in lower else None
-
-    found = RateLimits(
-        limit_tokens=count("x-ratelimit-limit-tokens"),
-        remaining_tokens=count("x-ratelimit-remaining-tokens"),
-        reset_tokens_s=seconds("x-ratelimit-reset-tokens"),
-        limit_requests=count("x-ratelimit-limit-requests"),
-        remaining_requests=count("x-ratelimit-remaining-requests"),
-        reset_requests_s=seconds("x-ratelimit-reset-requests"),
-    )
-    return None if found == RateLimits() else found
-
-
 def estimate_tokens(texts: Sequence[str] | Any) -> int:
     """A request's size in tokens, estimated without a tokenizer: four bytes of text a token.
 
@@ -537,58 +574,6 @@ def estimate_tokens(texts: Sequence[str] | Any) -> int:
     9
     """
     return sum(4 + math.ceil(len(text.encode("utf-8")) / 4) for text in texts)
-
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def _duration_s(text: str) -> float | None:
-    """``"1s"``, ``"6m0s"``, ``"20ms"`` or plain seconds, as OpenAI's rate-limit headers give."""
-    text = text.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
-
-
-def retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """How long the server asked the client to wait, from an error response's headers.
-
-    ``retry-after-ms`` first, then ``retry-after`` (seconds or an HTTP date), then the longest
-    ``x-ratelimit-reset-*``; ``None`` when the server did not say.
-
-    >>> retry_after_s({"retry-after": "2"})
-    2.0
-    >>> retry_after_s({"x-ratelimit-reset-requests": "1m30s", "x-ratelimit-reset-tokens": "20ms"})
-    90.0
-    >>> retry_after_s({}) is None
-    True
-    """
-    lower = {name.lower(): value for name, value in headers.items()}
-    if "retry-after-ms" in lower:
-        try:
-            return max(0.0, float(lower["retry-after-ms"]) / 1000)
-        except ValueError:
-            pass
-    if "retry-after" in lower:
-        seconds = _duration_s(lower["retry-after"])
-        if seconds is not None:
-            return seconds
-        try:
-            return max(0.0, parsedate_to_datetime(lower["retry-after"]).timestamp() - time.time())
-        except (TypeError, ValueError):
-            pass
-    resets = [
-        seconds
-        for name, value in lower.items()
-        if name.startswith("x-ratelimit-reset") and (seconds := _duration_s(value)) is not None
-    ]
-    return max(resets) if resets else None
 
 
 _CONTEXT_EXCEEDED = re.compile(r"context length|context_length|too many tokens|too long", re.I)
@@ -784,13 +769,13 @@ def openai_config_from(settings: dict[str, Any]) -> OpenAIJudgeConfig:
         raise ConfigError(f"invalid openai judge settings: {_describe(error)}") from None
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, schema: type[BaseModel] = OpenAIJudgeConfig) -> str:
     problems = []
     for item in error.errors():
         where = ".".join(map(str, item["loc"])) or "settings"
         if item["type"] == "extra_forbidden":
             # The value of an unknown setting is not echoed: it could be a secret.
-            allowed = ", ".join(OpenAIJudgeConfig.model_fields)
+            allowed = ", ".join(schema.model_fields)
             problems.append(f"unknown setting {where!r} (expected one of: {allowed})")
         else:
             problems.append(f"{where} {item['msg'].lower()}, got {item.get('input')!r}")

@@ -166,10 +166,14 @@ class JudgeRequest:
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """Tokens a judge call consumed, as the provider reported them (0 when it did not)."""
+    """Tokens a judge call consumed, as the provider reported them (0 when it did not).
+
+    ``reasoning_tokens`` are a reasoning model's, of its ``output_tokens`` (counted and billed
+    among them, as the provider counts them), shown apart."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 # US dollars per million tokens: a dollar a token, far above any model's price.

@@ -7,16 +7,18 @@ from dataclasses import fields
 from typing import Any
 
 from summeval_runner._errors import ConfigError
+from summeval_runner._judges._azure import AzureJudge, azure_config_from
 from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, openai_config_from
 from summeval_runner._judges._protocol import Judge
 
-PROVIDERS = ("offline", "openai")
+PROVIDERS = ("offline", "openai", "azure")
 _KINDS = {bool: "true or false", float: "a number", int: "a whole number"}
 
 
 def resolve_judge(model: str | Mapping[str, Any] | Judge) -> Judge:
-    """``"offline"``, ``"openai/<name>"``, a mapping with ``provider`` and its settings, or a judge.
+    """``"offline"``, ``"openai/<name>"``, ``"azure/<deployment>"``, a mapping with ``provider``
+    and its settings, or a judge.
 
     >>> resolve_judge("offline").name
     'offline'
@@ -52,6 +54,12 @@ def _build(provider: str, settings: dict[str, Any], given: str) -> Judge:
         if not settings.get("name"):
             raise ConfigError(f"an openai judge needs a model name ('openai/<name>'), got {given}")
         return OpenAIJudge(openai_config_from(settings))
+    if provider == "azure":
+        if not settings.get("name"):
+            raise ConfigError(
+                f"an azure judge needs its deployment's name ('azure/<deployment>'), got {given}"
+            )
+        return AzureJudge(azure_config_from(settings))
     raise ConfigError(
         f"unknown judge provider {provider!r} in model {given}; "
         f"expected one of: {', '.join(PROVIDERS)}"

@@ -129,6 +129,8 @@ class _Pending:
     key: str
     retry: bool
     futures: list[asyncio.Future[JudgeReply]] = field(default_factory=list)
+    # The body its line was last sent with: a refusal of one of its parameters is learned from it.
+    body: dict[str, Any] | None = None
 
 
 class BatchedJudge:
@@ -184,6 +186,8 @@ class BatchedJudge:
         self._recent: list[dict[str, JudgeReply]] = []
         self._recovery: asyncio.Task[None] | None = None
         self._pending: dict[str, _Pending] = {}
+        # What a refused line's body said (its "error"), by request key, until it is read.
+        self._refusals: dict[str, Mapping[str, Any]] = {}
         # Requests in a batch out now, by key.
         self._out: dict[str, _Pending] = {}
         self._flusher: asyncio.Task[None] | None = None
@@ -340,8 +344,14 @@ class BatchedJudge:
                 reply = replies.get(pending.key)
                 if reply is not None:
                     self._resolve(pending, reply)
+                elif self._learned_from(pending):
+                    # A parameter the model refuses, now dropped: the line goes in the next
+                    # round, as the interactive mode sends the request again.
+                    self._pending.setdefault(pending.key, pending)
                 else:
                     self._fail(pending, errors.get(pending.key) or _unanswered(state))
+            if self._pending and (self._flusher is None or self._flusher.done()):
+                self._flusher = asyncio.create_task(self._gather_rounds())
         except JudgeUnavailableError as error:
             # The judge has no Batch API, refused the key, or a batch out could not be read for
             # outage_timeout_s: the run stops (a batch out is journaled, and a resume reads it).
@@ -380,6 +390,15 @@ class BatchedJudge:
                     if hold is not _SETTLED:
                         self._spend.release(hold)
 
+    def _learned_from(self, pending: _Pending) -> bool:
+        """Whether the judge learned from its line's refusal (a parameter the model refuses:
+        ``_judges._learned``), so that the line is sent again without it."""
+        refusal = self._refusals.pop(pending.key, None)
+        learn = getattr(self.judge, "learn_refusal", None)
+        if refusal is None or pending.body is None or not callable(learn):
+            return False
+        return bool(learn(pending.body, refusal))
+
     def _stop(self, round_: list[_Pending], error: JudgeUnavailableError) -> None:
         self._fatal = error
         for pending in round_:
@@ -400,13 +419,15 @@ class BatchedJudge:
         return admitted, holds
 
     async def _submit(self, admitted: list[_Pending], holds: list[Hold]) -> BatchState:
+        for pending in admitted:
+            pending.body = self._provider.request_body(pending.request)
         lines = b"".join(
             json.dumps(
                 {
                     "custom_id": pending.key,
                     "method": "POST",
                     "url": "/v1/chat/completions",
-                    "body": self._provider.request_body(pending.request),
+                    "body": pending.body,
                 },
                 separators=(",", ":"),
             ).encode()
@@ -538,6 +559,7 @@ class BatchedJudge:
                         )
                 else:
                     errors[key] = _line_error(line, state)
+                    self._note_refusal(key, response)
         if state.error_file_id:
             content = await self._persist(
                 "read", partial(self._provider.batch_file, state.error_file_id)
@@ -546,7 +568,16 @@ class BatchedJudge:
                 key = line.get("custom_id")
                 if isinstance(key, str) and (wanted is None or key in wanted):
                     errors.setdefault(key, _line_error(line, state))
+                    self._note_refusal(key, line.get("response"))
         return replies, errors
+
+    def _note_refusal(self, key: str, response: Any) -> None:
+        """Keep what an HTTP 400 line's body says of its error, for ``_learned_from``."""
+        if not isinstance(response, Mapping) or response.get("status_code") != 400:
+            return
+        body = response.get("body")
+        if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+            self._refusals[key] = body["error"]
 
     def _recently(self, key: str) -> JudgeReply | None:
         for replies in reversed(self._recent):

@@ -64,6 +64,9 @@ CACHE_FILE = "judge-cache.sqlite"
 _KEY_VERSION = 1
 _BUSY_TIMEOUT_S = 30.0
 _COLUMNS = ("key", "content", "input_tokens", "output_tokens", "judge", "created")
+# Added to the replies table since (a reasoning model's reasoning tokens, of output_tokens): a
+# cache without it gains it, its earlier entries at 0, and stays readable by earlier versions.
+_ADDED_COLUMN = "reasoning_tokens"
 
 
 def default_cache_path() -> Path:
@@ -212,8 +215,18 @@ class ResponseCache:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, content TEXT NOT NULL,"
                 " input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,"
-                " judge TEXT NOT NULL, created REAL NOT NULL)"
+                " judge TEXT NOT NULL, created REAL NOT NULL,"
+                f" {_ADDED_COLUMN} INTEGER NOT NULL DEFAULT 0)"
             )
+            if columns and _ADDED_COLUMN not in columns:
+                try:
+                    db.execute(
+                        f"ALTER TABLE replies ADD COLUMN {_ADDED_COLUMN} INTEGER NOT NULL DEFAULT 0"
+                    )
+                except sqlite3.OperationalError as error:
+                    # Another process of a multirun added it first.
+                    if "duplicate column" not in str(error).lower():
+                        raise
             db.execute(
                 "CREATE TABLE IF NOT EXISTS questions (key TEXT PRIMARY KEY,"
                 " questions TEXT NOT NULL, drawn_with TEXT NOT NULL, judge TEXT NOT NULL,"
@@ -297,16 +310,16 @@ class ResponseCache:
         if self._db is not None:
             try:
                 row = self._db.execute(
-                    "SELECT content, input_tokens, output_tokens FROM replies WHERE key = ?",
+                    "SELECT content, input_tokens, output_tokens, reasoning_tokens FROM replies "
+                    "WHERE key = ?",
                     (key,),
                 ).fetchone()
             except sqlite3.Error as error:
                 self._failed("read", error)
         if row is None:
             return None
-        return JudgeReply(
-            content=row[0], usage=TokenUsage(input_tokens=row[1], output_tokens=row[2])
-        )
+        usage = TokenUsage(input_tokens=row[1], output_tokens=row[2], reasoning_tokens=row[3])
+        return JudgeReply(content=row[0], usage=usage)
 
     def put(self, key: str, reply: JudgeReply, judge: str) -> bool:
         """Store a judge's reply; whether it was stored (counted: the judge's)."""
@@ -325,7 +338,8 @@ class ResponseCache:
         content = scrub(content)
         try:
             self._db.execute(
-                f"INSERT OR REPLACE INTO replies ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO replies ({', '.join(_COLUMNS)}, {_ADDED_COLUMN}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     key,
                     content,
@@ -333,6 +347,7 @@ class ResponseCache:
                     reply.usage.output_tokens,
                     judge,
                     time.time(),
+                    reply.usage.reasoning_tokens,
                 ),
             )
         except sqlite3.Error as error:

@@ -22,6 +22,7 @@ from typing import Any
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._datasets import Item
 from summeval_runner._judges._openai import estimate_tokens
+from summeval_runner._judges._prices import looked_up_price
 from summeval_runner._judges._protocol import (
     AnalyzeInput,
     Judge,
@@ -135,6 +136,8 @@ class RunEstimate:
     target_output_tokens: int = 0
     target_cost: float | None = 0.0
     assumptions: list[str] = field(default_factory=list)
+    # Where the judge's price came from when it was not given: the price table's version.
+    price_source: str | None = None
 
     @property
     def requests(self) -> int:
@@ -249,6 +252,9 @@ async def estimate_evals(
     )
     if estimate.price is None:
         estimate.judge_cost = None
+    known = looked_up_price(judge)
+    if known is not None:
+        estimate.price_source = f"{known.source}'s price for {known.model}"
     identity = cache_identity(judge)
     cache = None
     agent_cached = callable(getattr(target, "with_cache", None))

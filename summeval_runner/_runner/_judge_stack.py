@@ -20,8 +20,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._journal import BatchRecord
-from summeval_runner._io._manifest import CacheUse, JudgeTraffic
-from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name
+from summeval_runner._io._manifest import (
+    CacheUse,
+    JudgeTraffic,
+    LearnedParameter,
+    PriceUsed,
+    merged_lessons,
+)
+from summeval_runner._judges._prices import GIVEN, looked_up_price
+from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name, judge_price
 from summeval_runner._runner._batches import BatchedJudge, IdleWatch
 from summeval_runner._runner._cache import (
     AgentCache,
@@ -222,6 +229,48 @@ class JudgeStack:
                 hits=before.cache.hits + (cache.hits if cache else 0),
                 stored=before.cache.stored + (cache.stored if cache else 0),
             ),
+            learned=merged_lessons(before.learned, self.learned),
+            price=self.price or before.price,
+        )
+
+    @property
+    def learned(self) -> tuple[LearnedParameter, ...]:
+        """The parameters the judges' models refused this run, and what is sent instead."""
+        found = []
+        for limited in self._limited.values():
+            learned = getattr(limited.judge, "learned_parameters", None)
+            for lesson in learned() if callable(learned) else ():
+                found.append(
+                    LearnedParameter(
+                        model=lesson.model,
+                        param=lesson.param,
+                        action=lesson.action,
+                        renamed_to=lesson.renamed_to,
+                        code=lesson.code,
+                        message=lesson.message,
+                        refused=lesson.refused,
+                    )
+                )
+        return tuple(found)
+
+    @property
+    def price(self) -> PriceUsed | None:
+        """What the judge's tokens are counted at, and where that price came from; ``None``
+        when it is not known, or the run has judges of several."""
+        judges = {id(limited.judge): limited.judge for limited in self._limited.values()}
+        if len(judges) != 1:
+            return None
+        (judge,) = judges.values()
+        price = judge_price(judge)
+        if price is None:
+            return None
+        known = looked_up_price(judge)
+        return PriceUsed(
+            input=price.input,
+            output=price.output,
+            batch=price.batch,
+            source=known.source if known is not None else GIVEN,
+            model=known.model if known is not None else None,
         )
 
     @property

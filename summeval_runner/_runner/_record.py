@@ -38,6 +38,7 @@ from summeval_runner._io._journal import (
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
     DatasetInfo,
+    JudgeTokenTotals,
     Manifest,
     Resources,
     Resumption,
@@ -354,7 +355,7 @@ class RunRecorder:
                     "judge_noise": compacted.noise.result(self._options.trials),
                     # Every attempt of every part: retried, failed and killed requests too.
                     "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
-                    "tokens": TokenTotals(input=traffic.input_tokens, output=traffic.output_tokens),
+                    "tokens": judge_tokens(traffic),
                     "target_tokens": TokenTotals(
                         input=traffic.target_input_tokens, output=traffic.target_output_tokens
                     ),
@@ -401,7 +402,7 @@ class RunRecorder:
                 "unfinished": None if selected is None else max(selected - counts.total, 0),
                 "hook_errors": self.manifest.hook_errors + hook_errors,
                 "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
-                "tokens": TokenTotals(input=traffic.input_tokens, output=traffic.output_tokens),
+                "tokens": judge_tokens(traffic),
                 "target_tokens": TokenTotals(
                     input=traffic.target_input_tokens, output=traffic.target_output_tokens
                 ),
@@ -423,6 +424,15 @@ class RunRecorder:
 
 def _cause(what: str, error: BaseException) -> str:
     return f"{what}: {type(error).__name__}: {error}"
+
+
+def judge_tokens(traffic: PartTraffic) -> JudgeTokenTotals:
+    """The judges' tokens of a run's traffic, for its manifest."""
+    return JudgeTokenTotals(
+        input=traffic.input_tokens,
+        output=traffic.output_tokens,
+        reasoning=traffic.reasoning_tokens,
+    )
 
 
 def unfinished_items(selected: int | None, *, kept: int, drawn: int, finished: int) -> int:
@@ -462,6 +472,7 @@ def _earlier_traffic(contents: JournalContents, previous: Manifest | None) -> Pa
         throttled_429=judge.throttled_429 if judge else 0,
         input_tokens=tokens.input if tokens else 0,
         output_tokens=tokens.output if tokens else 0,
+        reasoning_tokens=tokens.reasoning if tokens else 0,
         cache_hits=judge.cache.hits if judge else 0,
         cache_stored=judge.cache.stored if judge else 0,
     )

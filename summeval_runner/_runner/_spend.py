@@ -50,6 +50,8 @@ def reply_counts(reply: JudgeReply) -> dict[str, float]:
         counts["judge_cost"] = reply.cost
     if usage.input_tokens or usage.output_tokens:
         counts |= {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    if usage.reasoning_tokens:
+        counts["reasoning_tokens"] = usage.reasoning_tokens
     return counts
 
 

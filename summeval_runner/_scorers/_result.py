@@ -39,12 +39,14 @@ class StepUsage(_Frozen):
     ``retries`` counts requests sent again after a transient failure (a 429, a 5xx, a timeout)
     by a retrying wrapper such as ``summeval-run``'s; ``calls`` does not include them. ``cost``
     is the replies' cost at the judge's price (a reply the response cache held costs 0);
-    ``None`` when the judge's price is not known.
+    ``None`` when the judge's price is not known. ``reasoning_tokens`` are a reasoning model's,
+    of ``output_tokens`` (billed among them), shown apart.
     """
 
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    reasoning_tokens: int = 0
     latency_s: float = 0.0
     retries: int = 0
     cost: float | None = 0.0
@@ -74,6 +76,12 @@ class Usage(_Frozen):
         return (
             self.preprocess.output_tokens + self.analyze.output_tokens + self.reason.output_tokens
         )
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """A reasoning model's reasoning tokens over the steps, of ``output_tokens``."""
+        steps = (self.preprocess, self.analyze, self.reason)
+        return sum(step.reasoning_tokens for step in steps)
 
     @property
     def cost(self) -> float | None:

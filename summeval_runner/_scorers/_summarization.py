@@ -181,12 +181,14 @@ class _Meter:
         latency_s: float,
         retries: int = 0,
         cost: float | None = 0.0,
+        reasoning_tokens: int = 0,
     ) -> None:
         so_far = self.usage.get(step, StepUsage())
         self.usage[step] = StepUsage(
             calls=so_far.calls + 1,
             input_tokens=so_far.input_tokens + input_tokens,
             output_tokens=so_far.output_tokens + output_tokens,
+            reasoning_tokens=so_far.reasoning_tokens + reasoning_tokens,
             latency_s=so_far.latency_s + latency_s,
             retries=so_far.retries + retries,
             cost=add_costs((so_far.cost, cost)),
@@ -481,6 +483,7 @@ class SummarizationScorer(AsyncClosing):
                 step,
                 input_tokens=reply.usage.input_tokens,
                 output_tokens=reply.usage.output_tokens,
+                reasoning_tokens=reply.usage.reasoning_tokens,
                 latency_s=latency_s,
                 retries=reply.retries,
                 cost=reply.cost,
