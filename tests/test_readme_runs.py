@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import io
 import json
+import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,8 @@ import pandas as pd
 import pytest
 
 from summeval_runner._cli import _agree, _app, _cache_command, _compare_command, _merge_command
-from tests.app import ROOT, SAMPLE, SAMPLE_ITEMS, Completed, run_command
+from tests import chat_server as chat_server_module
+from tests.app import ROOT, SAMPLE, SAMPLE_ITEMS, Completed, run_command, run_process
 from tests.chat_server import ChatServer
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -364,6 +368,82 @@ def test_the_cache_commands_run(tmp_path: Path) -> None:
     assert cleared.stdout
 
 
+# --- resuming, shards, the night ------------------------------------------------------------
+
+
+def test_the_resume_command_finishes_a_run_stopped_at_its_budget(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    resume = block("bash", "runner.resume=outputs/2026-11-30/15-02-11")
+    stopped = run_line(
+        "summeval-run model=openai dataset.limit=5000 'model.price={input:0.15,output:0.60}' "
+        "runner.max_cost=0.001 runner.progress=false hydra.run.dir=outputs/2026-11-30/15-02-11",
+        tmp_path,
+        served(chat_server),
+    )
+    assert stopped.returncode == 4, stopped.stderr
+
+    (resumed,) = run_block(resume, tmp_path, served(chat_server))
+
+    assert f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored" in resumed.stdout
+    assert "0 unfinished" in resumed.stdout
+
+
+def shell(script: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+    """A bash block run by bash, with the installed commands on ``PATH`` (shell arithmetic,
+    launchers that start worker processes)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = run_process(["bash", "-e", "-c", script], cwd=cwd, env={"PATH": path, **(env or {})})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_shard_commands_run_under_joblib_and_merge(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    shell(block("bash", "hydra/launcher=joblib hydra.launcher.n_jobs=4 runner.shard="), tmp_path)
+    (made,) = (tmp_path / "multirun").glob("*/*")
+    named = tmp_path / "multirun" / "2026-11-30" / "16-56-11"
+    named.parent.mkdir(exist_ok=True)
+    made.rename(named)
+
+    (merged,) = run_block(block("bash", "summeval-merge multirun/"), tmp_path)
+    shell(block("bash", "TOTAL_RPM=6000"), tmp_path, served(chat_server))
+
+    shown = block("text", "merged 4 of 4 shards").rstrip().splitlines()
+    assert [line.rstrip() for line in merged.stdout.splitlines()] == shown
+    assert len(list((tmp_path / "multirun").glob("*/*/merged/*/items.parquet"))) == 2
+    assert chat_server.requests  # the judge of TOTAL_RPM's shards: the loopback server
+
+
+def test_the_nights_commands_estimate_stop_at_the_budget_and_resume(
+    tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The three commands of a night, with what the README says they were run with
+    (``runner.batch_poll_s``, here 0.02, and ``runner.progress=false``)."""
+    lines = command_lines(block("bash", "runner.mode=batch runner.trials=3 runner.estimate=true"))
+    quick = " runner.batch_poll_s=0.02 runner.progress=false"
+    # Replies sized as a careful model's, as bench/loopback_judge.py writes them (the README's
+    # figures were measured so): the test server's own replies are too short to meet the budget.
+    spec = importlib.util.spec_from_file_location(
+        "loopback_judge", ROOT / "bench" / "loopback_judge.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    judge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(judge)
+    monkeypatch.setattr(chat_server_module, "valid_content", lambda body, *_: judge.reply_for(body))
+
+    done = [run_line(line + quick, tmp_path, served(chat_server)) for line in lines]
+
+    assert [completed.returncode for completed in done] == [0, 4, 0], done[1].stderr
+    estimate = block("text", "estimate for 26 items x 3 trials")
+    assert shape(done[0].stdout) == shape(estimate)
+    assert "stopped: the budget max_cost (0.01 USD)" in done[1].stderr
+    assert shape(done[2].stdout)[:2] == shape(block("text", "in 6.9 s"))[:2]
+    assert "judge noise over 3 trials" in done[2].stdout
+
+
 # --- the list is whole ------------------------------------------------------------------------
 
 AGREE = "test_the_agreement_commands_run_from_the_repositorys_root_beside_shared"
@@ -386,6 +466,17 @@ RUN_HERE = {
     'DatasetFile("news.jsonl"': "test_the_dataset_file_example_runs",
     "report_target_usage(\n": "test_the_agent_usage_example_reports_what_its_calls_cost",
     "summeval-cache info": "test_the_cache_commands_run",
+    "runner.resume=outputs/2026-11-30/15-02-11": (
+        "test_the_resume_command_finishes_a_run_stopped_at_its_budget"
+    ),
+    "hydra/launcher=joblib hydra.launcher.n_jobs=4 runner.shard=": (
+        "test_the_shard_commands_run_under_joblib_and_merge"
+    ),
+    "summeval-merge multirun/": "test_the_shard_commands_run_under_joblib_and_merge",
+    "TOTAL_RPM=6000": "test_the_shard_commands_run_under_joblib_and_merge",
+    "runner.mode=batch runner.trials=3 runner.estimate=true": (
+        "test_the_nights_commands_estimate_stop_at_the_budget_and_resume"
+    ),
     "pip install -e . && summeval-run": "test_the_first_run_prints_what_the_readme_shows",
     # Run by the files that test what they show.
     "load_history(": "tests/test_history.py::test_the_readmes_history_example_runs",
@@ -401,19 +492,7 @@ NOT_RUN = {
     "summeval-agree human.path=../shared/data/summeval_dev.jsonl model=openai": (
         "its second line needs a model server on port 8000"
     ),
-    "summeval-run model=openai dataset.limit=5000 runner.resume=": (
-        "resumes a 5,000-item run of an OpenAI judge that was interrupted"
-    ),
-    "hydra/launcher=joblib hydra.launcher.n_jobs=4 runner.shard=": (
-        "four worker processes (tests/test_shards.py runs the joblib launcher on two)"
-    ),
-    "summeval-merge multirun/": "the joblib sweep's shards (tests/test_shards.py merges shards)",
     "hydra/launcher=slurm": "a SLURM cluster",
-    "TOTAL_RPM=6000": "four worker processes against a provider's shared rate limit",
-    "runner.mode=batch runner.trials=3 runner.estimate=true": (
-        "the Batch API's night at one cent a part (tests/test_batch.py and tests/test_cost.py "
-        "run each part)"
-    ),
     "model.base_url=http://127.0.0.1:8000/v1": "a model server on port 8000",
     "pytest -m slow": "builds llama.cpp (15 minutes) and runs a real model",
     "python bench/throughput.py": "benchmarks of minutes, figures not checks",
