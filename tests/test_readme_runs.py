@@ -323,7 +323,7 @@ DEV = "../shared/data/summeval_dev.jsonl"
 
 
 def test_the_agreement_commands_run_from_the_repositorys_root_beside_shared(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chat_server: ChatServer
 ) -> None:
     """From a repository whose folder sits beside ``shared/``, as the README says: the
     development set's place there (rows of the same shape, fewer of them)."""
@@ -351,12 +351,20 @@ def test_the_agreement_commands_run_from_the_repositorys_root_beside_shared(
     made.rename(repo / shown_run)
     figures, _ = exec_block(block("python", "agreement.parquet' where"), repo, monkeypatch)
     (against,) = run_block(block("bash", "+model.fine_claims=true"), repo)
+    # A model judge: the first line's, served by the loopback server; the second line's is a
+    # model on port 8000, which the suite does not start.
+    model_judge, local_server = command_lines(block("bash", "model=openai model.name=gpt-4o-mini"))
+    judged = run_line(model_judge, repo, served(chat_server))
+    assert "model.base_url=http://localhost:8000/v1" in local_server
 
     shown = shape(block("text", "800 items: 800 scored"))
     assert shape(first.stdout)[:4] == shown[:4]  # counts, cost, results, the table's head
     assert "agreement of offline with the human ratings in" in first.stdout
     assert "spearman" in figures
     assert "against the baseline judge offline (paired" in against.stdout
+    assert judged.returncode == 0, judged.stderr
+    assert "agreement of openai/gpt-4o-mini with the human ratings in" in judged.stdout
+    assert chat_server.requests  # the model judge was the loopback server
 
 
 def test_the_cache_commands_run(tmp_path: Path) -> None:
@@ -463,6 +471,8 @@ RUN_HERE = {
     f"summeval-agree human.path={DEV}\n": AGREE,
     "agreement.parquet' where": AGREE,
     "+model.fine_claims=true": AGREE,
+    # Its first line; the second is a model on port 8000.
+    f"summeval-agree human.path={DEV} model=openai": AGREE,
     'DatasetFile("news.jsonl"': "test_the_dataset_file_example_runs",
     "report_target_usage(\n": "test_the_agent_usage_example_reports_what_its_calls_cost",
     "summeval-cache info": "test_the_cache_commands_run",
@@ -489,9 +499,6 @@ RUN_HERE = {
     'http://localhost:8000/v1",': "tests/test_agree.py",
 }
 NOT_RUN = {
-    "summeval-agree human.path=../shared/data/summeval_dev.jsonl model=openai": (
-        "its second line needs a model server on port 8000"
-    ),
     "hydra/launcher=slurm": "a SLURM cluster",
     "model.base_url=http://127.0.0.1:8000/v1": "a model server on port 8000",
     "pytest -m slow": "builds llama.cpp (15 minutes) and runs a real model",
