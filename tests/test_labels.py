@@ -196,3 +196,16 @@ def test_runs_of_one_day_get_labels_of_their_own_under_the_trend(tmp_path: Path)
         "2026-12-01",
     ]
     assert len(set(shown)) == len(shown)
+
+
+def test_a_sweep_of_shards_under_a_launcher_is_labelled_by_the_run_not_the_launcher() -> None:
+    overrides = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=4", "runner.shard=0/4"]
+    fixed = {"hydra/launcher", "hydra.launcher.n_jobs"}
+
+    unnamed = variant_label(OmegaConf.create({"variant": None}), job(overrides, fixed))
+    named = variant_label(OmegaConf.create({"variant": "nightly"}), job(overrides, fixed))
+    with_data = variant_label(
+        OmegaConf.create({"variant": None}), job([*overrides, "dataset=news"], {*fixed, "dataset"})
+    )
+
+    assert (unnamed, named, with_data) == ("default", "nightly", "dataset=news")

@@ -244,8 +244,10 @@ _NO_VERDICT = frozenset({"model.price", "target.price"})
 
 
 def _own(job: HydraJob) -> list[str]:
-    """The job's overrides, less the runner's own settings (and Hydra's)."""
-    return [o for o in job.overrides if not o.startswith(("runner.", "hydra.", "+hydra", "~hydra"))]
+    """The job's overrides, less the runner's own settings and Hydra's (its launcher too)."""
+    return [
+        o for o in job.overrides if not override_key(o).startswith(("runner.", "hydra.", "hydra/"))
+    ]
 
 
 def _varied(job: HydraJob) -> str:
