@@ -13,6 +13,7 @@ listed with the reason it cannot run in the suite (a SLURM cluster, a model on p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import glob
 import importlib.util
@@ -299,18 +300,24 @@ def test_the_dataset_file_example_runs(
 def test_the_agent_usage_example_reports_what_its_calls_cost(
     tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from summeval_runner import create_summarization_scorer, run_evals_sync
+    from summeval_runner import create_summarization_scorer, run_evals
 
     for name, value in served(chat_server).items():
         monkeypatch.setenv(name, value)
     _, names = exec_block(block("python", "report_target_usage(\n"), tmp_path, monkeypatch)
 
-    result = run_evals_sync(
-        target=names["my_agent"],
-        scorers=[create_summarization_scorer("offline")],
-        data=[{"id": "a", "input": "The museum reopened in May. Visitor numbers doubled."}],
-        output_dir=tmp_path / "run",
-    )
+    async def main() -> Any:
+        try:
+            return await run_evals(
+                target=names["my_agent"],
+                scorers=[create_summarization_scorer("offline")],
+                data=[{"id": "a", "input": "The museum reopened in May. Visitor numbers doubled."}],
+                output_dir=tmp_path / "run",
+            )
+        finally:
+            await names["client"].close()  # the example's client, in the loop that used it
+
+    result = asyncio.run(main())
 
     assert result.counts.scored == 1
     assert result.cost.target is not None
