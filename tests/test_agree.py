@@ -810,7 +810,7 @@ def test_the_readme_model_judge_example_runs_against_an_openai_compatible_server
 def test_the_readme_agreement_query_runs_on_a_real_run(tmp_path: Path, ratings: Path) -> None:
     run_dir = tmp_path / "run"
     assert run_agree(run_dir, f"human.path={ratings}", "runner.progress=false").returncode == 0
-    code = readme_block("python", "duckdb.sql(")
+    code = readme_block("python", "agreement.parquet' where")
     example = re.search(r"'(outputs/agree/[^']+)/agreement.parquet'", code)
     assert example is not None
     printed = io.StringIO()

@@ -340,14 +340,16 @@ def test_a_sweep_writes_its_comparison_and_report(tmp_path: Path) -> None:
     completed = run_sweep(sweep, "target.k=1,3", "dataset.limit=8", "runner.progress=false")
 
     assert completed.returncode == 0, completed.stderr
-    # Each variant's directory and label are its overrides (runner settings left out).
+    # Each variant's directory is its overrides (runner settings left out); its label, what the
+    # sweep varies (issue 32: dataset.limit=8, fixed for every job, told no variant apart).
     variants = ["dataset.limit=8,target.k=1", "dataset.limit=8,target.k=3"]
+    labels = ["target.k=1", "target.k=3"]
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == variants
     comparison = pd.read_parquet(sweep / "comparison.parquet").set_index(["variant", "dimension"])
-    assert comparison.loc[(variants[1], "score"), "baseline"] == variants[0]
-    assert comparison.loc[(variants[1], "score"), "mean_diff"] > 0
-    for variant in variants:
-        assert set(pd.read_parquet(sweep / variant / "items.parquet")["variant"]) == {variant}
+    assert comparison.loc[(labels[1], "score"), "baseline"] == labels[0]
+    assert comparison.loc[(labels[1], "score"), "mean_diff"] > 0
+    for variant, label in zip(variants, labels, strict=True):
+        assert set(pd.read_parquet(sweep / variant / "items.parquet")["variant"]) == {label}
 
 
 def test_runs_with_no_item_in_common_compare_without_a_difference_and_fail_the_gate(
@@ -858,7 +860,7 @@ def test_a_sweep_over_the_scale_still_compares_and_says_so(tmp_path: Path) -> No
 
     assert completed.returncode == 0, completed.stderr
     assert "the sweep's variants differ in what decides their scores" in completed.stderr
-    assert "scale: dataset.limit=3,scorer.scale=5.0 has 5.0" in completed.stderr
+    assert "scale: scorer.scale=5.0 has 5.0" in completed.stderr  # the label: what it varies
     comparison = pd.read_parquet(sweep / "comparison.parquet")
     assert len(set(comparison["variant"])) == 2
 

@@ -109,7 +109,7 @@ def test_the_readme_queries_run_on_a_real_run(tmp_path: Path) -> None:
         exec(block_containing("python", "pd.read_parquet").replace(example_dir, str(run_dir)), {})
 
     assert len(rows) == 5
-    assert rows[0][2] >= rows[-1][2] >= 1
+    assert rows[0][3] >= rows[-1][3] >= 1  # item_id, trial, score, missed
     assert "[5 rows x 5 columns]" in printed.getvalue()
 
 

@@ -6,8 +6,9 @@ the whole history's trend in the report). ``comparison.parquet`` and ``report.ht
 the newest run compared (a sweep's: in the sweep's folder), or into ``--out``; never silently
 into the current folder.
 
-Exit codes: 0 compared (and, with ``--fail-if-drop``, the gate passed); 1 the gate failed: a
-variant dropped below the baseline by more than the threshold, significantly, or a compared run
+Exit codes: 0 compared (and, with ``--fail-if-drop`` or ``--fail-if-below``, the gate passed); 1
+the gate failed: a variant dropped below the baseline by more than the threshold, significantly,
+or a compared run's mean on a dimension is below ``--fail-if-below``'s floor, or a compared run
 did not complete (items unfinished), scored no item, errored more than ``--max-error-rate``, or
 has no item in common with the baseline (nothing was compared). With ``--history``, the newest
 run is gated whatever its status (failed, interrupted, aborted, still running or killed);
@@ -19,6 +20,7 @@ dataset without ``--allow-mismatch``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -33,6 +35,7 @@ from summeval_runner._errors import InputError, SummevalError
 from summeval_runner._io._compare import (
     Run,
     RunsDiffer,
+    below_thresholds,
     broken_runs,
     compare_loaded,
     config_history,
@@ -49,6 +52,7 @@ from summeval_runner._io._compare import (
 from summeval_runner._io._history import history_trend
 from summeval_runner._io._paths import directory_problem
 from summeval_runner._io._report import render_report
+from summeval_runner._scorers._result import METRICS
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 _LISTED = 10
@@ -94,12 +98,24 @@ def _parser() -> argparse.ArgumentParser:
         "in common with the baseline",
     )
     parser.add_argument(
+        "--fail-if-below",
+        type=_threshold,
+        action="append",
+        default=[],
+        metavar="[DIMENSION=]X",
+        help="exit 1 when a compared run's mean on the dimension (score, alignment, coverage; "
+        "score when not named) is below X, whatever the baseline; repeat it for several "
+        "dimensions. Like --fail-if-drop, it also fails a run that did not complete, scored no "
+        "item or errored more than --max-error-rate (with --history: the newest run only)",
+    )
+    parser.add_argument(
         "--max-error-rate",
         type=float,
         default=None,
         metavar="R",
-        help="with --fail-if-drop: the share of a run's items that may end in error (default 0: "
-        "any errored item fails the gate); a run with no scored item always fails it",
+        help="with --fail-if-drop or --fail-if-below: the share of a run's items that may end "
+        "in error (default 0: any errored item fails the gate); a run with no scored item "
+        "always fails it",
     )
     parser.add_argument(
         "--allow-mismatch",
@@ -118,6 +134,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-report", action="store_true", help="write no HTML report")
     return parser
+
+
+def _threshold(text: str) -> tuple[str, float]:
+    """``--fail-if-below``'s value: ``0.7`` (the score) or ``alignment=0.9``."""
+    dimension, sep, value = text.rpartition("=")
+    dimension = dimension.strip() if sep else "score"
+    if dimension not in METRICS:
+        raise argparse.ArgumentTypeError(
+            f"the dimension must be one of {', '.join(METRICS)}, got {dimension!r} in {text!r}"
+        )
+    try:
+        threshold = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"the threshold must be a number, got {value!r} in {text!r}"
+        ) from None
+    if not math.isfinite(threshold) or threshold < 0:
+        raise argparse.ArgumentTypeError(
+            f"the threshold must be a finite number >= 0, got {value!r} in {text!r}"
+        )
+    return dimension, threshold
 
 
 def _fmt(value: Any, digits: int = 3, sign: bool = False) -> str:
@@ -254,10 +291,12 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    if args.max_error_rate is not None and args.fail_if_drop is None:
+    floors = dict(args.fail_if_below)  # the last of a dimension given twice wins
+    gating = args.fail_if_drop is not None or bool(floors)
+    if args.max_error_rate is not None and not gating:
         print(
             "summeval-compare: error: --max-error-rate is a rule of the gate: give --fail-if-drop "
-            "too (--fail-if-drop 0 fails on any significant drop)",
+            "or --fail-if-below too (--fail-if-drop 0 fails on any significant drop)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -269,8 +308,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"history of {same[-1].variant} under {args.history} ({len(same)} runs):")
             print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             newest = same[-1]
-            if len(same) < 2 and newest.manifest.status == "completed":
-                return EXIT_OK
+            if len(same) < 2 and newest.manifest.status == "completed" and not floors:
+                return EXIT_OK  # nothing to compare, nothing to gate
             # The newest run (read even if it wrote no tables), against the latest earlier
             # completed run; with none, alone: a run that did not complete still meets the gate.
             loaded: list[Run] = labelled(same[-2:])
@@ -353,7 +392,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     print(f"comparison: {table_path}")
     if report is not None:
         print(f"report: {report}")
-    if args.fail_if_drop is None:
+    if not gating:
         for unfinished in unfinished_runs(comparison):
             print(
                 f"summeval-compare: note: {unfinished.state}: its figures cover its "
@@ -372,15 +411,22 @@ def run(argv: Sequence[str] | None = None) -> int:
                 "--max-error-rate sets the share of errored items allowed",
                 file=sys.stderr,
             )
-        # Nothing paired, nothing measured against the baseline: no drop could show.
-        gated = {broken_run.run_dir for broken_run in broken}
-        unpaired = [run for run in unpaired_runs(comparison) if run.run_dir not in gated]
-        for unpaired_run in unpaired:
-            print(f"summeval-compare: gate: {unpaired_run.describe()}", file=sys.stderr)
-        found = regressions(comparison, args.fail_if_drop)
-        for regression in found:
-            print(f"summeval-compare: regression: {regression.describe()}", file=sys.stderr)
-        if broken or unpaired or found:
+        unpaired, found = [], []
+        if args.fail_if_drop is not None:
+            # Nothing paired, nothing measured against the baseline: no drop could show.
+            gated = {broken_run.run_dir for broken_run in broken}
+            unpaired = [run for run in unpaired_runs(comparison) if run.run_dir not in gated]
+            for unpaired_run in unpaired:
+                print(f"summeval-compare: gate: {unpaired_run.describe()}", file=sys.stderr)
+            found = regressions(comparison, args.fail_if_drop)
+            for regression in found:
+                print(f"summeval-compare: regression: {regression.describe()}", file=sys.stderr)
+        # With --history the earlier run is only the yardstick: tonight's run is the one gated.
+        earlier = [str(base.path)] if args.history is not None and base is not None else []
+        below = below_thresholds(comparison, floors, exclude=earlier)
+        for low in below:
+            print(f"summeval-compare: below threshold: {low.describe()}", file=sys.stderr)
+        if broken or unpaired or found or below:
             return EXIT_REGRESSION
     return EXIT_OK
 

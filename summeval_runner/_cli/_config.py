@@ -205,21 +205,68 @@ def _unescaped(line: str) -> str:
     return key + sep + _ESCAPED.sub(r"\1", value)
 
 
+def _name_parts(overrides: Sequence[str]) -> list[str]:
+    """Each override redacted, unescaped, sorted, as ``key=value`` with a long value shortened."""
+    lines = sorted(_unescaped(str(line)) for line in redact(list(overrides)))
+    return [
+        f"{key}{sep}{short_value(value)}"
+        for key, sep, value in (line.partition("=") for line in lines)
+    ]
+
+
 def variant_name(overrides: Sequence[str]) -> str:
     """The name a job's overrides make, for its directory and its label: redacted (no
     credential), sorted, each ``key=value`` with a long value shortened (``short_value``), joined
     by ``,``; a name still longer than 160 bytes is cut there, with the whole's hash after ``~``.
     Empty for no overrides."""
-    lines = sorted(_unescaped(str(line)) for line in redact(list(overrides)))
-    name = ",".join(
-        f"{key}{sep}{short_value(value)}"
-        for key, sep, value in (line.partition("=") for line in lines)
-    )
+    name = ",".join(_name_parts(overrides))
     encoded = name.encode("utf-8")
     if len(encoded) <= _LONGEST_NAME:
         return name
     cut = encoded[: _LONGEST_NAME - _HASH - 1].decode("utf-8", errors="ignore")
     return f"{cut}~{_digest(name)}"
+
+
+# A label is read in tables, comparisons, the report's columns and a plot's legend: a name of
+# overrides longer than this is cut, with the whole's hash after "~" so that it stays unique.
+LONGEST_LABEL = 64
+
+
+def label_name(overrides: Sequence[str]) -> str:
+    """``variant_name`` for a label: as it is up to ``LONGEST_LABEL`` characters; longer, the
+    overrides that fit whole (in order, those that would not fit left out), then ``,...~`` and
+    the first 8 hex digits of the whole name's SHA-256: at most 64 characters, and two names that
+    differ get two labels.
+
+    >>> label_name(["target.k=1"])
+    'target.k=1'
+    >>> label_name(["dataset.limit=5", "dataset.path=" + "d" * 40, "target.k=1"])
+    'dataset.limit=5,target.k=1,...~4102fd95'
+    """
+    parts = _name_parts(overrides)
+    name = ",".join(parts)
+    if len(name) <= LONGEST_LABEL:
+        return name
+    tail = f",...~{_digest(name)}"
+    kept: list[str] = []
+    for part in parts:
+        if len(",".join([*kept, part])) + len(tail) <= LONGEST_LABEL:
+            kept.append(part)
+    if not kept:  # not one override fits: the name's start
+        return f"{name[: LONGEST_LABEL - len(tail)]}{tail}"
+    return ",".join(kept) + tail
+
+
+def override_key(line: str) -> str:
+    """An override's key or config group, without its ``+``, ``++`` or ``~``."""
+    return line.partition("=")[0].lstrip("+~")
+
+
+def fixed_keys(sweep_overrides: Sequence[str]) -> frozenset[str]:
+    """The keys a sweep's command line sets to one value for every job (``dataset.limit=5`` in
+    ``-m target.k=1,2 dataset.limit=5``): those that tell no job from another."""
+    parsed = OverridesParser.create().parse_overrides([str(line) for line in sweep_overrides])
+    return frozenset(str(o.key_or_group) for o in parsed if not o.is_sweep_override())
 
 
 # A shard's "i/n": runner.shard takes no other form, so "i_n" names no other value of it.

@@ -21,7 +21,8 @@ from hydra.types import RunMode
 from hydra.utils import get_object, instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from summeval_runner._cli._config import variant_name
+from summeval_runner._cli._config import fixed_keys, label_name, override_key
+from summeval_runner._cli._sweep import MULTIRUN
 from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._io._datasets import DatasetFile, FieldMap
 from summeval_runner._judges._resolve import resolve_judge
@@ -38,23 +39,39 @@ class HydraJob:
 
     ``output_dir`` is the job's own directory (``hydra.run.dir``, or a sweep's subdirectory);
     ``overrides`` the command line's; ``multirun`` whether the job is one of a sweep; ``name``
-    the job's (its log file is ``<name>.log``).
+    the job's (its log file is ``<name>.log``); ``fixed`` the keys the sweep's command line sets
+    to one value for every job (from the sweep's ``multirun.yaml``; ``None`` outside a sweep, or
+    when that file cannot be read).
     """
 
     output_dir: Path
     overrides: tuple[str, ...]
     multirun: bool
     name: str = "summeval-run"
+    fixed: frozenset[str] | None = None
 
     @classmethod
     def current(cls) -> HydraJob:
         hydra = HydraConfig.get()
+        multirun = hydra.mode == RunMode.MULTIRUN
         return cls(
             output_dir=Path(hydra.runtime.output_dir),
             overrides=tuple(hydra.overrides.task),
-            multirun=hydra.mode == RunMode.MULTIRUN,
+            multirun=multirun,
             name=str(hydra.job.name),
+            fixed=_sweep_fixed_keys(Path(str(hydra.sweep.dir))) if multirun else None,
         )
+
+
+def _sweep_fixed_keys(sweep_dir: Path) -> frozenset[str] | None:
+    """``fixed_keys`` of the sweep's command line, as the sweeper saved it in ``multirun.yaml``
+    before it launched any job (so a job on another machine of a shared folder reads it too)."""
+    try:
+        saved = OmegaConf.load(sweep_dir / MULTIRUN)
+        lines = OmegaConf.select(saved, "hydra.overrides.task", default=None)
+        return None if lines is None else fixed_keys([str(line) for line in lines])
+    except Exception:  # a label falls back to every override: it never fails the run
+        return None
 
 
 @dataclass(frozen=True)
@@ -200,31 +217,52 @@ def run_options(runner: DictConfig, job: HydraJob) -> RunOptions:
 def variant_label(runner: DictConfig, job: HydraJob) -> str:
     """The run's label in every table (``runner.variant``'s rule, in the README).
 
-    Unset: the job's overrides, less the runner's own settings (``variant_name``: sorted, long
-    values shortened to a prefix and a hash, no credential), or ``default``. Set in a sweep to one
-    name for every job: that name, then the job's overrides (``prompts: target=prompt_a``), so
-    each job's label follows what it sweeps; a job with no overrides but the runner's (a shard)
-    keeps the name alone. Set per job (an interpolation such as
-    ``${hydra:runtime.choices.target}``), or outside a sweep: as it is.
+    Unset, in a sweep: the job's overrides of the options the sweep varies (``target.k=1``; not
+    the runner's settings, not those the command line fixes for every job); outside a sweep, or
+    in one that varies only the runner's settings (shards): the job's overrides less the
+    runner's settings and the prices (which change no verdict); else ``default``. Named as
+    ``variant_name`` names them (sorted, long values shortened to a prefix and a hash, no
+    credential), and at most 64 characters (``label_name``). Set in a sweep to one name for
+    every job: that name, then what the job varies (``prompts: target=prompt_a``); a job that
+    varies nothing but the runner's settings (a shard) keeps the name alone. Set per job (an
+    interpolation such as ``${hydra:runtime.choices.target}``), or outside a sweep: as it is.
     """
-    own = _variant(job.overrides)
+    varied = _varied(job) if job.multirun else None
     given = runner.variant
     if given is None:
-        return own
+        return varied or _named([o for o in _own(job) if override_key(o) not in _NO_VERDICT])
     per_job = OmegaConf.is_interpolation(runner, "variant")
-    if not job.multirun or per_job or own == _DEFAULT_VARIANT:
+    if not job.multirun or per_job or not varied:
         return str(given)
-    return f"{given}: {own}"
+    return f"{given}: {varied}"
 
 
 _DEFAULT_VARIANT = "default"
+# Options that change no verdict (a price: left out of config_hash too), named in a label only
+# where a sweep varies them.
+_NO_VERDICT = frozenset({"model.price", "target.price"})
 
 
-def _variant(overrides: tuple[str, ...]) -> str:
-    """The run's label from the command line: its overrides, less the runner's own settings."""
-    kept = [o for o in overrides if not o.startswith(("runner.", "hydra.", "+hydra", "~hydra"))]
+def _own(job: HydraJob) -> list[str]:
+    """The job's overrides, less the runner's own settings and Hydra's (its launcher too)."""
+    return [
+        o for o in job.overrides if not override_key(o).startswith(("runner.", "hydra.", "hydra/"))
+    ]
+
+
+def _varied(job: HydraJob) -> str:
+    """The label of what this job of a sweep varies: its overrides of keys the sweep's command
+    line does not fix (every override but the runner's, when that is not known); empty when it
+    varies nothing but the runner's settings."""
+    own = _own(job)
+    if job.fixed is not None:
+        own = [o for o in own if override_key(o) not in job.fixed]
+    return _named(own) if own else ""
+
+
+def _named(overrides: list[str]) -> str:
     # The label is written into every table row: no credential of a base_url, no key.
-    return scrub(variant_name(kept)) or _DEFAULT_VARIANT
+    return scrub(label_name(overrides)) or _DEFAULT_VARIANT
 
 
 def container(node: DictConfig) -> dict[str, Any]:

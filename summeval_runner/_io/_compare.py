@@ -6,7 +6,8 @@ paired sign-flip permutation test. Items that one run has and the other lacks ar
 
 Only runs that measure alike are compared: the same judge, scale, prompt version and dataset
 (``mismatches``); runs that differ there are refused unless the caller allows it. The gate fails
-on a significant drop (``regressions``) and, whatever the scores, on a run that a run's own gate
+on a significant drop (``regressions``), on a mean below an absolute floor (``below_thresholds``)
+and, whatever the scores, on a run that a run's own gate
 would not pass (``broken_runs``, by ``gate_failure``): one that did not complete or left items
 unfinished, scored nothing, or errored more than allowed. A run whose every item failed has no
 drop, and a run stopped early may have had none yet. Nor does a run that shares no item with
@@ -564,6 +565,71 @@ def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
                     float(diff),
                     float(row["p_value"]),
                     list(row["worst_items"]),
+                )
+            )
+    return found
+
+
+@dataclass(frozen=True)
+class BelowThreshold:
+    """A compared run whose mean on a dimension is below the absolute floor the gate was
+    given (``--fail-if-below``), or that has no mean there (no item scored)."""
+
+    variant: str
+    run_dir: str
+    dimension: str
+    mean: float | None
+    n: int
+    threshold: float
+
+    def describe(self) -> str:
+        where = f"{self.variant} ({self.run_dir})"
+        if self.mean is None:
+            return (
+                f"{where}: {self.dimension} has no mean (no item scored), so it cannot be shown "
+                f"to be at least {self.threshold:g}"
+            )
+        return (
+            f"{where}: {self.dimension} mean {self.mean:.3f} over {self.n} scored items is below "
+            f"the threshold {self.threshold:g}"
+        )
+
+
+def below_thresholds(
+    comparison: pd.DataFrame,
+    thresholds: Mapping[str, float],
+    *,
+    exclude: Sequence[str] = (),
+) -> list[BelowThreshold]:
+    """The compared runs (baseline included, but for the run directories in ``exclude``) whose
+    mean on a dimension of ``thresholds`` (``{"score": 0.7}``) is below it, or undefined.
+
+    A mean is over a run's scored items only: gate with ``broken_runs`` too, or a run with
+    errored or unfinished items passes on the mean of fewer items (``summeval-compare`` does).
+    An unknown dimension is ``InputError``.
+    """
+    unknown = sorted(set(thresholds) - set(METRICS))
+    if unknown:
+        raise InputError(
+            f"a threshold's dimension must be one of {', '.join(METRICS)}, got "
+            f"{', '.join(repr(name) for name in unknown)}"
+        )
+    skipped = {str(path) for path in exclude}
+    found = []
+    for row in comparison.to_dict("records"):
+        threshold = thresholds.get(str(row["dimension"]))
+        if threshold is None or str(row["run_dir"]) in skipped:
+            continue
+        mean = None if pd.isna(row["mean"]) else float(row["mean"])
+        if mean is None or mean < threshold:
+            found.append(
+                BelowThreshold(
+                    str(row["variant"]),
+                    str(row["run_dir"]),
+                    str(row["dimension"]),
+                    mean,
+                    int(row["n"]),
+                    float(threshold),
                 )
             )
     return found

@@ -252,6 +252,37 @@ def _when(value: Any) -> str:
     return str(pd.Timestamp(moment).strftime("%Y-%m-%d %H:%M"))
 
 
+def axis_labels(started: Sequence[Any]) -> list[tuple[str, str | None]]:
+    """Each run's label under a trend's axis, runs in the order they started: its UTC date,
+    and where another run shares that date, its time of day (``03:00``, with seconds where the
+    minute is shared too, and the run's place, ``#3``, where even those are): no two runs share
+    a label.
+
+    >>> axis_labels(["2026-11-30T03:00:00Z", "2026-12-01T03:00:00Z"])
+    [('2026-11-30', None), ('2026-12-01', None)]
+    >>> axis_labels(["2026-11-30T03:00:00Z", "2026-11-30T09:30:00Z", "2026-11-30T09:30:00Z"])
+    [('2026-11-30', '03:00'), ('2026-11-30', '09:30 #2'), ('2026-11-30', '09:30 #3')]
+    """
+    whens = [_when(moment) for moment in started]
+    seconds = [
+        "" if present(moment) is None else str(pd.Timestamp(moment).strftime(":%S"))
+        for moment in started
+    ]
+    dates = [when[:10] for when in whens]
+    labels: list[tuple[str, str | None]] = []
+    for index, (date, when, second) in enumerate(zip(dates, whens, seconds, strict=True)):
+        if dates.count(date) == 1:
+            labels.append((date, None))
+            continue
+        time = when[11:] or "?"
+        if whens.count(when) > 1:
+            time += second
+            if sum(w == when and s == second for w, s in zip(whens, seconds, strict=True)) > 1:
+                time = f"{when[11:]} #{index + 1}"
+        labels.append((date, time))
+    return labels
+
+
 def trend_svg(
     dimension: str, rows: pd.DataFrame, runs: Sequence[str], variants: Sequence[str]
 ) -> str:
@@ -287,12 +318,14 @@ def trend_svg(
     every = max(1, math.ceil(len(runs) / 6))  # at most about six dates under the axis
     position = {run_id: index for index, run_id in enumerate(runs)}
     started = rows.drop_duplicates("run_id").set_index("run_id")["started_at"]
-    for index, run_id in enumerate(runs):
+    for index, (date, time) in enumerate(axis_labels([started.get(r) for r in runs])):
         if index % every and index != len(runs) - 1:
             continue
+        # Runs of one day get their time of day on a second line: one label, one run.
+        second = f'<tspan x="{x(index):.1f}" dy="12">{_e(time)}</tspan>' if time is not None else ""
         parts.append(
             f'<text x="{x(index):.1f}" y="{top + plot_h + 16}" text-anchor="middle">'
-            f"{_e(_when(started.get(run_id))[:10])}</text>"
+            f"{_e(date)}{second}</text>"
         )
     lines: list[str] = []  # drawn under the marks: inserted where the marks begin
     marks_start = len(parts)
@@ -356,7 +389,7 @@ def trend_svg(
         f'y2="{top + plot_h}"/><line class="axis" x1="{_LEFT}" x2="{_LEFT}" y1="{top}" '
         f'y2="{top + plot_h}"/>'
         f'<text class="x-label" x="{_LEFT + plot_w / 2:.1f}" y="{_HEIGHT - 6}" '
-        f'text-anchor="middle">run, in the order they started (UTC date)</text>'
+        f'text-anchor="middle">run, in the order they started (UTC)</text>'
         f'<text class="y-label" transform="translate(12,{top + plot_h / 2:.1f}) rotate(-90)" '
         f'text-anchor="middle">mean {_e(dimension)}</text></svg>'
     )

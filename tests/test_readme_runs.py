@@ -1,0 +1,531 @@
+"""Every runnable example of the README runs in the suite, as it is written (issue 32).
+
+Each example is read from README.md itself (a block found by a phrase it holds), so a block that
+goes stale fails here. Commands run in this process through the package's entry points
+(``tests/app.py``), from a folder laid out as the README says: run directories at the paths the
+README names, the development set's place beside the repository. The OpenAI judge and the LLM
+agent are served by the loopback server (``OPENAI_BASE_URL``), as the README's figures were.
+
+``test_every_runnable_block_is_run_somewhere`` keeps the list whole: every ``bash``, ``python``
+and ``sql`` block of the README is either run by a test (here or in the test file named) or
+listed with the reason it cannot run in the suite (a SLURM cluster, a model on port 8000).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import importlib.util
+import io
+import json
+import os
+import re
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from summeval_runner._cli import _agree, _app, _cache_command, _compare_command, _merge_command
+from tests import chat_server as chat_server_module
+from tests.app import ROOT, SAMPLE, SAMPLE_ITEMS, Completed, run_command, run_process
+from tests.chat_server import ChatServer
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCK = re.compile(r"```(\w+)\n(.*?)```", flags=re.S)
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "summeval-run": _app.run,
+    "summeval-agree": _agree.run,
+    "summeval-compare": _compare_command.run,
+    "summeval-merge": _merge_command.main,
+    "summeval-cache": _cache_command.main,
+}
+KEY = "sk-test-readme-0123456789"
+
+
+def blocks(language: str) -> list[str]:
+    return [body for lang, body in BLOCK.findall(README) if lang == language]
+
+
+def block(language: str, text: str) -> str:
+    (found,) = [body for body in blocks(language) if text in body]
+    return found
+
+
+def command_lines(script: str) -> list[str]:
+    """A bash block's command lines: continuations joined, comments and blank lines left out."""
+    joined = script.replace("\\\n", " ")
+    return [line for line in joined.splitlines() if shlex.split(line, comments=True)]
+
+
+def run_line(line: str, cwd: Path, env: dict[str, str] | None = None) -> Completed:
+    """One of the README's command lines, as a shell would run it: ``NAME=value`` before the
+    command sets the environment, unquoted ``*`` expands to the paths it matches."""
+    words = shlex.split(line, comments=True)
+    extra = dict(env or {})
+    while re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        extra[name] = value
+    name, *argv = words
+    quoted = set(re.findall(r"'[^']*'|\"[^\"]*\"", line))
+    expanded: list[str] = []
+    for word in argv:
+        matched = sorted(glob.glob(word, root_dir=cwd)) if "*" in word else []
+        expanded.extend(matched if matched and not any(word in q for q in quoted) else [word])
+    return run_command(COMMANDS[name], expanded, cwd=cwd, env=extra)
+
+
+def run_block(script: str, cwd: Path, env: dict[str, str] | None = None) -> list[Completed]:
+    """Every command line of a bash block, in order, each required to exit 0."""
+    done = []
+    for line in command_lines(script):
+        if line.startswith("pip install"):
+            continue  # the suite runs in the installed package
+        completed = run_line(line, cwd, env)
+        assert completed.returncode == 0, (line, completed.stdout, completed.stderr)
+        done.append(completed)
+    return done
+
+
+def exec_block(code: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict[str, Any]]:
+    """A Python block run from ``cwd``: what it printed, and its names."""
+    monkeypatch.chdir(cwd)
+    names: dict[str, Any] = {"__name__": "__main__"}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), names)
+    return printed.getvalue(), names
+
+
+def served(chat_server: ChatServer) -> dict[str, str]:
+    return {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": chat_server.base_url}
+
+
+def shape(text: str) -> list[str]:
+    """Printed lines with what differs from run to run made alike: numbers, paths, times."""
+    lines = []
+    for line in text.rstrip().splitlines():
+        line = re.sub(r"(results|report): \S+", r"\1: PATH", line.rstrip())
+        line = re.sub(r"human ratings in \S+", "human ratings in PATH", line)
+        lines.append(re.sub(r"\d+(?:\.\d+)?", "N", line))
+    return lines
+
+
+# --- the first run ----------------------------------------------------------------------------
+
+
+def test_the_first_run_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    shown = block("text", "results: /path/to/summeval_runner/outputs/2026-11-30/15-02-11.")
+
+    (first,) = run_block("summeval-run", tmp_path)
+
+    printed = [line.rstrip() for line in first.stdout.splitlines()]
+    expected = shown.rstrip().splitlines()
+    assert len(printed) == len(expected), first.stdout
+    for line, example in zip(printed, expected, strict=True):
+        if example.startswith("results: "):
+            assert line.startswith(f"results: {tmp_path / 'outputs'}")
+            continue
+        # The offline judge is deterministic: every figure as shown, but the seconds taken.
+        assert re.sub(r"in \d+\.\d s$", "in N s", line) == re.sub(
+            r"in \d+\.\d s$", "in N s", example
+        )
+
+
+def test_the_config_examples_run(tmp_path: Path, chat_server: ChatServer) -> None:
+    examples = block("bash", "summeval-run scorer.max_questions=5 scorer.scale=10")
+
+    done = run_block(examples, tmp_path, served(chat_server))
+
+    assert len(done) == 7
+    assert any("requests" in completed.stdout for completed in done)  # the estimate
+    assert "max_questions: 5" not in done[5].stdout  # --cfg job: the defaults, unchanged
+    assert len(list((tmp_path / "multirun").glob("*/*/target.k=*"))) == 3
+    assert chat_server.requests  # the OpenAI judge and the LLM agent were the loopback server
+
+
+def test_your_own_dataset_and_agent_run_as_shown(tmp_path: Path) -> None:
+    for name in ("my_configs/dataset/news.yaml", "my_configs/target/my_agent.yaml"):
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(block("yaml", f"# {name}\n"), encoding="utf-8")
+    (tmp_path / "my_agents.py").write_text(block("python", "# my_agents.py"), encoding="utf-8")
+    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:4]]
+    (tmp_path / "data").mkdir()
+    pd.DataFrame(
+        {
+            "key": [f"n{i}" for i in range(len(rows))],
+            "article": [row["text"] for row in rows],
+            "section": ["world", "sport", "world", "arts"],
+        }
+    ).to_csv(tmp_path / "data" / "news.csv", index=False)
+
+    (done,) = run_block(block("bash", "--config-dir my_configs dataset=news"), tmp_path)
+
+    assert "4 items: 4 scored" in done.stdout
+    (run_dir,) = (tmp_path / "outputs").glob("*/*")
+    items = pd.read_parquet(run_dir / "items.parquet")
+    assert list(items["item_id"]) == ["n0", "n1", "n2", "n3"]
+    assert list(items["metadata"].str["section"]) == ["world", "sport", "world", "arts"]
+
+
+# --- outputs: pandas, DuckDB, the trend -------------------------------------------------------
+
+RUN = "outputs/2026-11-30/15-02-11"
+
+
+@pytest.fixture
+def two_trials(tmp_path: Path) -> Path:
+    """A run of two trials at the README's example path, under the folder the examples run in."""
+    (done,) = run_block(f"summeval-run runner.trials=2 hydra.run.dir={RUN}", tmp_path)
+    assert f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored" in done.stdout
+    return tmp_path
+
+
+def test_the_readmes_join_counts_each_missed_question_once_in_a_run_of_two_trials(
+    two_trials: Path,
+) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    query = block("sql", "coverage.parquet")
+    coverage = pd.read_parquet(two_trials / RUN / "coverage.parquet")
+    missed = (
+        (~coverage["answered"].astype(bool)).groupby([coverage["item_id"], coverage["trial"]]).sum()
+    )
+
+    with contextlib.chdir(two_trials):
+        rows = duckdb.sql(query).fetchall()
+
+    assert len(rows) == 5
+    for item_id, trial, _score, count in rows:
+        assert count == missed[(item_id, trial)]  # not 4 times as many: each trial once
+    assert rows[0][3] >= rows[-1][3] >= 1
+
+
+def test_the_outputs_examples_run_as_written(
+    two_trials: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("duckdb")
+    history, _ = exec_block(
+        block("python", "FROM 'outputs/**/runs.parquet'"), two_trials, monkeypatch
+    )
+    items, _ = exec_block(block("python", "pd.read_parquet"), two_trials, monkeypatch)
+    trend, _ = exec_block(block("python", "load_history("), two_trials, monkeypatch)
+
+    assert "started_at" in history
+    assert "completed" in history
+    assert "[5 rows x 5 columns]" in items
+    assert trend.splitlines()[0].split()[:2] == ["started_at", "status"]
+
+
+# --- comparing runs ---------------------------------------------------------------------------
+
+
+def test_the_comparison_commands_run_as_shown(tmp_path: Path) -> None:
+    run_block(block("bash", "summeval-run -m target.k=1,3"), tmp_path)
+    (made,) = (tmp_path / "multirun").glob("*/*")
+    # The README's sweep and nights, at the paths its commands name.
+    named = tmp_path / "multirun" / "2026-11-30" / "16-07-06"
+    named.parent.mkdir(exist_ok=True)
+    made.rename(named)
+    for night in ("2026-11-29", "2026-11-30"):
+        run_block(f"summeval-run hydra.run.dir=outputs/{night}/03-00-00", tmp_path)
+
+    compared = run_block(block("bash", "summeval-compare outputs/2026-11-29"), tmp_path)
+
+    # The sweep against its first variant, the table the README shows, figure for figure.
+    (table,) = run_block("summeval-compare multirun/2026-11-30/16-07-06", tmp_path)
+
+    assert len(compared) == 3
+    assert all("comparison: " in completed.stdout for completed in compared)
+    assert "regression" not in "".join(completed.stderr for completed in compared)
+    shown = block("text", "target.k=1 completed").rstrip().splitlines()
+    assert [line.rstrip() for line in table.stdout.splitlines()][: len(shown)] == shown
+
+
+# --- sweeps of prompts ------------------------------------------------------------------------
+
+
+def test_the_prompt_sweeps_run_as_shown(tmp_path: Path, chat_server: ChatServer) -> None:
+    inline = block("bash", "'target.prompt=")
+    prompt_a = block("yaml", "# my_configs/target/prompt_a.yaml")
+    folder = tmp_path / "my_configs" / "target"
+    folder.mkdir(parents=True)
+    (folder / "prompt_a.yaml").write_text(prompt_a, encoding="utf-8")
+    (folder / "prompt_b.yaml").write_text(
+        prompt_a.replace("in one sentence", "in three sentences"), encoding="utf-8"
+    )
+
+    run_block(inline, tmp_path, served(chat_server))
+    run_block(block("bash", "target=prompt_a,prompt_b"), tmp_path, served(chat_server))
+
+    sweeps = sorted((tmp_path / "multirun").glob("*/*"))
+    labels = [
+        [entry["label"] for entry in json.loads((s / "variants.json").read_text()).values()]
+        for s in sweeps
+    ]
+    assert [len(found) for found in labels] == [2, 2]
+    assert labels[1] == ["prompt_a", "prompt_b"]
+    assert all(label.startswith("target.prompt=Summarize_") for label in labels[0])
+
+
+# --- Python -----------------------------------------------------------------------------------
+
+
+def test_the_dataset_file_example_runs(
+    tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:3]]
+    (tmp_path / "news.jsonl").write_text(
+        "".join(
+            json.dumps({"key": f"k{i}", "article": r["text"]}) + "\n" for i, r in enumerate(rows)
+        ),
+        encoding="utf-8",
+    )
+    for name, value in served(chat_server).items():
+        monkeypatch.setenv(name, value)
+
+    printed, names = exec_block(block("python", 'DatasetFile("news.jsonl"'), tmp_path, monkeypatch)
+
+    result = names["result"]
+    assert printed.startswith("completed ")
+    assert result.counts.scored == 3
+    assert (tmp_path / "outputs" / "nightly" / "items.parquet").is_file()
+    assert len(chat_server.requests) == 9  # three judge calls an item, the agent none
+
+
+def test_the_agent_usage_example_reports_what_its_calls_cost(
+    tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from summeval_runner import create_summarization_scorer, run_evals
+
+    for name, value in served(chat_server).items():
+        monkeypatch.setenv(name, value)
+    _, names = exec_block(block("python", "report_target_usage(\n"), tmp_path, monkeypatch)
+
+    async def main() -> Any:
+        try:
+            return await run_evals(
+                target=names["my_agent"],
+                scorers=[create_summarization_scorer("offline")],
+                data=[{"id": "a", "input": "The museum reopened in May. Visitor numbers doubled."}],
+                output_dir=tmp_path / "run",
+            )
+        finally:
+            await names["client"].close()  # the example's client, in the loop that used it
+
+    result = asyncio.run(main())
+
+    assert result.counts.scored == 1
+    assert result.cost.target is not None
+    assert result.cost.target > 0
+
+
+# --- judge agreement --------------------------------------------------------------------------
+
+DEV = "../shared/data/summeval_dev.jsonl"
+
+
+def test_the_agreement_commands_run_from_the_repositorys_root_beside_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chat_server: ChatServer
+) -> None:
+    """From a repository whose folder sits beside ``shared/``, as the README says: the
+    development set's place there (rows of the same shape, fewer of them)."""
+    pytest.importorskip("duckdb")
+    repo, data = tmp_path / "summeval_runner", tmp_path / "shared" / "data"
+    repo.mkdir()
+    data.mkdir(parents=True)
+    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:8]]
+    ratings = [
+        {
+            "doc_id": f"d{i // 4}", "system_id": f"s{i % 4}", "source": row["text"],
+            "summary": ". ".join(row["text"].split(". ")[: 1 + i % 4]),
+            "consistency": 1 + (i * 7) % 5, "relevance": 1 + (i * 3) % 5,
+        }
+        for i, row in enumerate(rows)
+    ]  # fmt: skip
+    (data / "summeval_dev.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in ratings), encoding="utf-8"
+    )
+
+    (first,) = run_block(block("bash", f"summeval-agree human.path={DEV}\n"), repo)
+    (made,) = (repo / "outputs" / "agree").glob("*/*")
+    shown_run = "outputs/agree/2026-12-01/21-48-06.638-eba68a"
+    (repo / shown_run).parent.mkdir(parents=True)
+    made.rename(repo / shown_run)
+    figures, _ = exec_block(block("python", "agreement.parquet' where"), repo, monkeypatch)
+    (against,) = run_block(block("bash", "+model.fine_claims=true"), repo)
+    # A model judge: the first line's, served by the loopback server; the second line's is a
+    # model on port 8000, which the suite does not start.
+    model_judge, local_server = command_lines(block("bash", "model=openai model.name=gpt-4o-mini"))
+    judged = run_line(model_judge, repo, served(chat_server))
+    assert "model.base_url=http://localhost:8000/v1" in local_server
+
+    shown = shape(block("text", "800 items: 800 scored"))
+    assert shape(first.stdout)[:4] == shown[:4]  # counts, cost, results, the table's head
+    assert "agreement of offline with the human ratings in" in first.stdout
+    assert "spearman" in figures
+    assert "against the baseline judge offline (paired" in against.stdout
+    assert judged.returncode == 0, judged.stderr
+    assert "agreement of openai/gpt-4o-mini with the human ratings in" in judged.stdout
+    assert chat_server.requests  # the model judge was the loopback server
+
+
+def test_the_cache_commands_run(tmp_path: Path) -> None:
+    run_block("summeval-run dataset.limit=1 runner.progress=false", tmp_path)
+
+    info, cleared = run_block(block("bash", "summeval-cache info"), tmp_path)
+
+    assert "entries" in info.stdout
+    assert cleared.stdout
+
+
+# --- resuming, shards, the night ------------------------------------------------------------
+
+
+def test_the_resume_command_finishes_a_run_stopped_at_its_budget(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    resume = block("bash", "runner.resume=outputs/2026-11-30/15-02-11")
+    stopped = run_line(
+        "summeval-run model=openai dataset.limit=5000 'model.price={input:0.15,output:0.60}' "
+        "runner.max_cost=0.001 runner.progress=false hydra.run.dir=outputs/2026-11-30/15-02-11",
+        tmp_path,
+        served(chat_server),
+    )
+    assert stopped.returncode == 4, stopped.stderr
+
+    (resumed,) = run_block(resume, tmp_path, served(chat_server))
+
+    assert f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored" in resumed.stdout
+    assert "0 unfinished" in resumed.stdout
+
+
+def shell(script: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+    """A bash block run by bash, with the installed commands on ``PATH`` (shell arithmetic,
+    launchers that start worker processes)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = run_process(["bash", "-e", "-c", script], cwd=cwd, env={"PATH": path, **(env or {})})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_shard_commands_run_under_joblib_and_merge(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    shell(block("bash", "hydra/launcher=joblib hydra.launcher.n_jobs=4 runner.shard="), tmp_path)
+    (made,) = (tmp_path / "multirun").glob("*/*")
+    named = tmp_path / "multirun" / "2026-11-30" / "16-56-11"
+    named.parent.mkdir(exist_ok=True)
+    made.rename(named)
+
+    (merged,) = run_block(block("bash", "summeval-merge multirun/"), tmp_path)
+    shell(block("bash", "TOTAL_RPM=6000"), tmp_path, served(chat_server))
+
+    shown = block("text", "merged 4 of 4 shards").rstrip().splitlines()
+    assert [line.rstrip() for line in merged.stdout.splitlines()] == shown
+    assert len(list((tmp_path / "multirun").glob("*/*/merged/*/items.parquet"))) == 2
+    assert chat_server.requests  # the judge of TOTAL_RPM's shards: the loopback server
+
+
+def test_the_nights_commands_estimate_stop_at_the_budget_and_resume(
+    tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The three commands of a night, with what the README says they were run with
+    (``runner.batch_poll_s``, here 0.02, and ``runner.progress=false``)."""
+    lines = command_lines(block("bash", "runner.mode=batch runner.trials=3 runner.estimate=true"))
+    quick = " runner.batch_poll_s=0.02 runner.progress=false"
+    # Replies sized as a careful model's, as bench/loopback_judge.py writes them (the README's
+    # figures were measured so): the test server's own replies are too short to meet the budget.
+    spec = importlib.util.spec_from_file_location(
+        "loopback_judge", ROOT / "bench" / "loopback_judge.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    judge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(judge)
+    monkeypatch.setattr(chat_server_module, "valid_content", lambda body, *_: judge.reply_for(body))
+
+    done = [run_line(line + quick, tmp_path, served(chat_server)) for line in lines]
+
+    assert [completed.returncode for completed in done] == [0, 4, 0], done[1].stderr
+    estimate = block("text", "estimate for 26 items x 3 trials")
+    assert shape(done[0].stdout) == shape(estimate)
+    assert "stopped: the budget max_cost (0.01 USD)" in done[1].stderr
+    assert shape(done[2].stdout)[:2] == shape(block("text", "in 6.9 s"))[:2]
+    assert "judge noise over 3 trials" in done[2].stdout
+
+
+# --- the list is whole ------------------------------------------------------------------------
+
+AGREE = "test_the_agreement_commands_run_from_the_repositorys_root_beside_shared"
+JOIN = "test_the_readmes_join_counts_each_missed_question_once_in_a_run_of_two_trials"
+# A phrase of each block, and where it runs: in this file unless another is named.
+RUN_HERE = {
+    "summeval-run scorer.max_questions=5": "test_the_config_examples_run",
+    "dataset=news target=my_agent": "test_your_own_dataset_and_agent_run_as_shown",
+    "# my_agents.py": "test_your_own_dataset_and_agent_run_as_shown",
+    "FROM 'outputs/**/runs.parquet'": "test_the_outputs_examples_run_as_written",
+    'pd.read_parquet("outputs/': "test_the_outputs_examples_run_as_written",
+    "coverage.parquet' c USING": JOIN,
+    "summeval-run -m target.k=1,3": "test_the_comparison_commands_run_as_shown",
+    "summeval-compare outputs/2026-11-29": "test_the_comparison_commands_run_as_shown",
+    "'target.prompt=": "test_the_prompt_sweeps_run_as_shown",
+    "target=prompt_a,prompt_b": "test_the_prompt_sweeps_run_as_shown",
+    f"summeval-agree human.path={DEV}\n": AGREE,
+    "agreement.parquet' where": AGREE,
+    "+model.fine_claims=true": AGREE,
+    # Its first line; the second is a model on port 8000.
+    f"summeval-agree human.path={DEV} model=openai": AGREE,
+    'DatasetFile("news.jsonl"': "test_the_dataset_file_example_runs",
+    "report_target_usage(\n": "test_the_agent_usage_example_reports_what_its_calls_cost",
+    "summeval-cache info": "test_the_cache_commands_run",
+    "runner.resume=outputs/2026-11-30/15-02-11": (
+        "test_the_resume_command_finishes_a_run_stopped_at_its_budget"
+    ),
+    "hydra/launcher=joblib hydra.launcher.n_jobs=4 runner.shard=": (
+        "test_the_shard_commands_run_under_joblib_and_merge"
+    ),
+    "summeval-merge multirun/": "test_the_shard_commands_run_under_joblib_and_merge",
+    "TOTAL_RPM=6000": "test_the_shard_commands_run_under_joblib_and_merge",
+    "runner.mode=batch runner.trials=3 runner.estimate=true": (
+        "test_the_nights_commands_estimate_stop_at_the_budget_and_resume"
+    ),
+    "pip install -e . && summeval-run": "test_the_first_run_prints_what_the_readme_shows",
+    # Run by the files that test what they show.
+    "load_history(": "tests/test_history.py::test_the_readmes_history_example_runs",
+    "Score a summary with the offline judge": "tests/test_readme.py",
+    "Score a batch with an OpenAI judge": "tests/test_readme.py",
+    "run_evals(\n": "tests/test_readme.py",
+    "An estimate, then the run": "tests/test_readme.py",
+    "FakeJudge(": "tests/test_readme.py",
+    "HumanRatings(": "tests/test_agree.py",
+    'http://localhost:8000/v1",': "tests/test_agree.py",
+}
+NOT_RUN = {
+    "hydra/launcher=slurm": "a SLURM cluster",
+    "model.base_url=http://127.0.0.1:8000/v1": "a model server on port 8000",
+    "pytest -m slow": "builds llama.cpp (15 minutes) and runs a real model",
+    "python bench/throughput.py": "benchmarks of minutes, figures not checks",
+}
+
+
+def test_every_runnable_block_is_run_somewhere() -> None:
+    phrases = {**RUN_HERE, **NOT_RUN}
+    for language in ("bash", "python", "sql"):
+        for body in blocks(language):
+            claimed = [phrase for phrase in phrases if phrase in body]
+            assert len(claimed) == 1, (
+                f"a README {language} block is claimed by {claimed or 'no test'}: run it in "
+                f"tests/test_readme_runs.py, or list it in NOT_RUN with the reason:\n{body}"
+            )
+    for where in RUN_HERE.values():
+        test = where.split("::")[-1]
+        if where.startswith("tests/"):
+            source = (ROOT / where.split("::")[0]).read_text(encoding="utf-8")
+            assert test.endswith(".py") or f"def {test}(" in source, where
+        else:
+            assert callable(globals().get(test)), where
