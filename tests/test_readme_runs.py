@@ -503,6 +503,9 @@ RUN_HERE = {
     "An estimate, then the run": "tests/test_readme.py",
     "FakeJudge(": "tests/test_readme.py",
     "HumanRatings(": "tests/test_agree.py",
+    "dataset.fields.output=summary dataset.fields.metadata=[] target=precomputed": (
+        "tests/test_first_runs.py::test_the_readmes_precomputed_example_runs_as_written"
+    ),
     'http://localhost:8000/v1",': "tests/test_agree.py",
 }
 NOT_RUN = {
@@ -510,6 +513,8 @@ NOT_RUN = {
     "model.base_url=http://127.0.0.1:8000/v1": "a model server on port 8000",
     "pytest -m slow": "builds llama.cpp (15 minutes) and runs a real model",
     "python bench/throughput.py": "benchmarks of minutes, figures not checks",
+    # tests/test_azure_judge.py runs the same options against the suite's loopback server.
+    "AZURE_OPENAI_API_KEY=... summeval-run model=azure": "an Azure OpenAI resource and its key",
 }
 
 
