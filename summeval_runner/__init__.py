@@ -26,6 +26,7 @@ from summeval_runner._errors import (
 from summeval_runner._io._agreement import AgreementFigure
 from summeval_runner._io._compare import compare_runs
 from summeval_runner._io._datasets import DatasetError, DatasetFile, FieldMap, Item, load_dataset
+from summeval_runner._io._gate import GateVerdict, gate_comparison
 from summeval_runner._io._history import load_history
 from summeval_runner._io._manifest import JudgeNoise, Manifest, RunCost
 from summeval_runner._io._merge import MergedRun, merge_runs
@@ -99,6 +100,7 @@ __all__ = [
     "EvalRunResult",
     "FakeJudge",
     "FieldMap",
+    "GateVerdict",
     "HumanRatings",
     "HumanTarget",
     "InputError",
@@ -152,6 +154,7 @@ __all__ = [
     "estimate_evals",
     "estimate_evals_sync",
     "extract_tool_results",
+    "gate_comparison",
     "judge_agreement",
     "judge_agreement_sync",
     "load_dataset",

@@ -28,6 +28,7 @@ PUBLIC = {
     "PROMPT_VERSION",
     # what is scored
     "extract_tool_results",
+    "gate_comparison",
     "ToolResult",
     # agreement with human ratings
     "judge_agreement",
@@ -60,6 +61,7 @@ PUBLIC = {
     "load_dataset",
     "DatasetFile",
     "FieldMap",
+    "GateVerdict",
     "Item",
     "DatasetError",
     # comparing runs

@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,15 @@ def test_the_comparison_commands_run_as_shown(tmp_path: Path) -> None:
 
     # The sweep against its first variant, the table the README shows, figure for figure.
     (table,) = run_block("summeval-compare multirun/2026-11-30/16-07-06", tmp_path)
+
+    # The gate in CI's languages: a page and a JUnit file, both the verdict the exit code gave.
+    (ci,) = run_block(block("bash", "--summary-md summary.md"), tmp_path)
+    assert "junit: junit.xml" in ci.stdout
+    assert (tmp_path / "summary.md").read_text("utf-8").startswith(
+        "### summeval-compare: the gate passed\n"
+    )
+    suite = ET.parse(tmp_path / "junit.xml").getroot()[0]
+    assert (suite.get("tests"), suite.get("failures")) == ("4", "0")
 
     assert len(compared) == 3
     assert all("comparison: " in completed.stdout for completed in compared)
@@ -473,6 +483,7 @@ RUN_HERE = {
     "coverage.parquet' c USING": JOIN,
     "summeval-run -m target.k=1,3": "test_the_comparison_commands_run_as_shown",
     "summeval-compare outputs/2026-11-29": "test_the_comparison_commands_run_as_shown",
+    "--summary-md summary.md": "test_the_comparison_commands_run_as_shown",
     "'target.prompt=": "test_the_prompt_sweeps_run_as_shown",
     "target=prompt_a,prompt_b": "test_the_prompt_sweeps_run_as_shown",
     f"summeval-agree human.path={DEV}\n": AGREE,

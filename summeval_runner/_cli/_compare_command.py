@@ -35,8 +35,6 @@ from summeval_runner._errors import InputError, SummevalError
 from summeval_runner._io._compare import (
     Run,
     RunsDiffer,
-    below_thresholds,
-    broken_runs,
     compare_loaded,
     config_history,
     content_pairings,
@@ -44,11 +42,10 @@ from summeval_runner._io._compare import (
     labelled,
     load_runs,
     mismatches,
-    regressions,
     unfinished_runs,
-    unpaired_runs,
     write_comparison,
 )
+from summeval_runner._io._gate import gate_comparison
 from summeval_runner._io._history import history_trend
 from summeval_runner._io._paths import directory_problem
 from summeval_runner._io._report import render_report
@@ -133,6 +130,22 @@ def _parser() -> argparse.ArgumentParser:
         "compared, in its parent folder; for a sweep folder given, in the sweep folder)",
     )
     parser.add_argument("--no-report", action="store_true", help="write no HTML report")
+    parser.add_argument(
+        "--summary-md",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the comparison and the gate's verdict as GitHub-flavoured Markdown "
+        "(for $GITHUB_STEP_SUMMARY or a pull-request comment)",
+    )
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the gate's verdict as JUnit XML: a test case per run and dimension and "
+        "one per run's health, failing exactly where the gate fails",
+    )
     return parser
 
 
@@ -308,10 +321,9 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"history of {same[-1].variant} under {args.history} ({len(same)} runs):")
             print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             newest = same[-1]
-            if len(same) < 2 and newest.manifest.status == "completed" and not floors:
-                return EXIT_OK  # nothing to compare, nothing to gate
             # The newest run (read even if it wrote no tables), against the latest earlier
-            # completed run; with none, alone: a run that did not complete still meets the gate.
+            # completed run; with none (the first night), alone: it still meets the gate, so a
+            # first night that errored or scored nothing fails it as any other night would.
             loaded: list[Run] = labelled(same[-2:])
             base = loaded[0] if len(loaded) > 1 else None
             out = args.out or beside(newest.path)
@@ -392,43 +404,53 @@ def run(argv: Sequence[str] | None = None) -> int:
     print(f"comparison: {table_path}")
     if report is not None:
         print(f"report: {report}")
-    if not gating:
+    # With --history the earlier run is only the yardstick: tonight's run is the one gated.
+    earlier = [str(base.path)] if args.history is not None and base is not None else []
+    verdict = gate_comparison(
+        comparison,
+        fail_if_drop=args.fail_if_drop,
+        max_error_rate=args.max_error_rate or 0.0,
+        fail_if_below=floors,
+        exclude=earlier,
+    )
+    if not verdict.gated:
         for unfinished in unfinished_runs(comparison):
             print(
                 f"summeval-compare: note: {unfinished.state}: its figures cover its "
                 f"{unfinished.items} finished items only",
                 file=sys.stderr,
             )
-    else:
-        # A run that did not finish, measured nothing, or errored has no drop to find (or not
-        # yet): the gate fails on it whatever its scores say, as the run's own gate would.
-        broken = broken_runs(comparison, args.max_error_rate or 0.0)
-        for broken_run in broken:
-            print(f"summeval-compare: gate: {broken_run.describe()}", file=sys.stderr)
-        if any(broken_run.failure == "errors" for broken_run in broken):
+    # A run that did not finish, measured nothing, or errored has no drop to find (or not
+    # yet): the gate fails on it whatever its scores say, as the run's own gate would.
+    for broken_run in verdict.broken:
+        print(f"summeval-compare: gate: {broken_run.describe()}", file=sys.stderr)
+    if any(broken_run.failure == "errors" for broken_run in verdict.broken):
+        print(
+            "summeval-compare: gate: see error_type and error_message in items.parquet; "
+            "--max-error-rate sets the share of errored items allowed",
+            file=sys.stderr,
+        )
+    # Nothing paired, nothing measured against the baseline: no drop could show.
+    for unpaired_run in verdict.unpaired:
+        print(f"summeval-compare: gate: {unpaired_run.describe()}", file=sys.stderr)
+    for regression in verdict.regressions:
+        print(f"summeval-compare: regression: {regression.describe()}", file=sys.stderr)
+    for low in verdict.below:
+        print(f"summeval-compare: below threshold: {low.describe()}", file=sys.stderr)
+    for path, text in ((args.summary_md, verdict.markdown), (args.junit, verdict.junit_xml)):
+        if path is None:
+            continue
+        try:
+            path.write_text(text(), encoding="utf-8")
+        except OSError as error:
+            # Exit 2, not the gate's 1: a CI job must not read an unwritable file as a drop.
             print(
-                "summeval-compare: gate: see error_type and error_message in items.parquet; "
-                "--max-error-rate sets the share of errored items allowed",
+                f"summeval-compare: error: {path} cannot be written: {error.strerror or error}",
                 file=sys.stderr,
             )
-        unpaired, found = [], []
-        if args.fail_if_drop is not None:
-            # Nothing paired, nothing measured against the baseline: no drop could show.
-            gated = {broken_run.run_dir for broken_run in broken}
-            unpaired = [run for run in unpaired_runs(comparison) if run.run_dir not in gated]
-            for unpaired_run in unpaired:
-                print(f"summeval-compare: gate: {unpaired_run.describe()}", file=sys.stderr)
-            found = regressions(comparison, args.fail_if_drop)
-            for regression in found:
-                print(f"summeval-compare: regression: {regression.describe()}", file=sys.stderr)
-        # With --history the earlier run is only the yardstick: tonight's run is the one gated.
-        earlier = [str(base.path)] if args.history is not None and base is not None else []
-        below = below_thresholds(comparison, floors, exclude=earlier)
-        for low in below:
-            print(f"summeval-compare: below threshold: {low.describe()}", file=sys.stderr)
-        if broken or unpaired or found or below:
-            return EXIT_REGRESSION
-    return EXIT_OK
+            return EXIT_BAD_INPUT
+        print(f"{'summary' if path is args.summary_md else 'junit'}: {path}")
+    return EXIT_OK if verdict.passed else EXIT_REGRESSION
 
 
 def main() -> None:
