@@ -35,6 +35,7 @@ from summeval_runner._errors import InputError, SummevalError
 from summeval_runner._io._compare import (
     Run,
     RunsDiffer,
+    check_floors,
     compare_loaded,
     config_history,
     content_pairings,
@@ -304,7 +305,19 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    floors = dict(args.fail_if_below)  # the last of a dimension given twice wins
+    floors = dict(args.fail_if_below)
+    if len(floors) < len(args.fail_if_below):
+        # Which one would win is the order of the options: a gate looser than meant, unsaid.
+        twice = sorted(
+            {d for d, _ in args.fail_if_below if sum(e == d for e, _ in args.fail_if_below) > 1}
+        )
+        print(
+            f"summeval-compare: error: --fail-if-below gives {', '.join(twice)} more than once "
+            "(" + ", ".join(f"{d}={v:g}" for d, v in args.fail_if_below if d in twice) + "): "
+            "give each dimension one floor",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     gating = args.fail_if_drop is not None or bool(floors)
     if args.max_error_rate is not None and not gating:
         print(
@@ -340,6 +353,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             loaded, base = load_runs(runs, baseline)
             newest = max(loaded, key=lambda run: run.started_at)
             out = args.out or sweeps.get(newest.path) or beside(newest.path)
+        check_floors(loaded, floors)
         comparison = compare_loaded(
             loaded, base, alpha=args.alpha, allow_mismatch=args.allow_mismatch
         )

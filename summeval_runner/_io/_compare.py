@@ -635,6 +635,35 @@ def below_thresholds(
     return found
 
 
+def check_floors(runs: Sequence[Run], thresholds: Mapping[str, float]) -> None:
+    """Refuse (``InputError``) a floor no mean of these runs could be held to: alignment and
+    coverage lie in [0, 1], a run's score in [0, its scale]. A floor of 0.7 kept from runs of
+    scale 1 would pass nearly any run of scale 10, and one above the scale fail every run."""
+    for dimension, floor in thresholds.items():
+        if dimension != "score":
+            if not 0 <= floor <= 1:
+                raise InputError(
+                    f"a {dimension} floor must be between 0 and 1 (a {dimension} is a share), "
+                    f"got {floor:g}"
+                )
+            continue
+        for run in runs:
+            scale = _scale(run)
+            if scale is not None and not 0 <= floor <= scale:
+                raise InputError(
+                    f"the score floor {floor:g} is outside {run.variant}'s score range [0, "
+                    f"{scale:g}] ({run.path}: scorer.scale={scale:g})"
+                )
+    if "score" in thresholds:
+        scales = {scale for scale in (_scale(run) for run in runs) if scale is not None}
+        if len(scales) > 1:
+            raise InputError(
+                "one score floor cannot hold runs of different scales ("
+                + ", ".join(f"{scale:g}" for scale in sorted(scales))
+                + "): gate them apart"
+            )
+
+
 @dataclass(frozen=True)
 class BrokenRun:
     """A compared run the gate cannot pass, whatever its scores (``gate_failure``): it did not
