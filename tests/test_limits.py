@@ -20,7 +20,7 @@ from summeval_runner import (
     run_evals,
 )
 from summeval_runner._errors import JudgeInputTooLargeError
-from summeval_runner._judges._openai import retry_after_s
+from summeval_runner._judges._rate_headers import retry_after_s
 from summeval_runner._runner._limits import LimitedJudge, pacing
 from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._retry import RetryPolicy

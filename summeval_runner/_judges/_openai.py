@@ -6,16 +6,11 @@ import asyncio
 import json
 import math
 import os
-import re
-import socket
-import ssl
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import unquote, urlsplit
 
-import aiohttp
 import openai
 from openai.types.shared import ReasoningEffort
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,11 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from summeval_runner._errors import (
     ConfigError,
     JudgeAPIError,
-    JudgeAuthError,
-    JudgeConnectionError,
     JudgeError,
     JudgeInputTooLargeError,
     MissingAPIKeyError,
+)
+from summeval_runner._judges._http_errors import (
+    JUDGE,
+    check_base_url,
+    connection_error,
+    not_json,
+    status_error,
 )
 from summeval_runner._judges._learned import Lesson, ParameterLessons
 from summeval_runner._judges._prices import price_of
@@ -41,13 +41,11 @@ from summeval_runner._judges._protocol import (
     RateLimits,
     TokenUsage,
 )
-from summeval_runner._judges._rate_headers import rate_limits_of, retry_after_s
+from summeval_runner._judges._rate_headers import rate_limits_of
 from summeval_runner._secrets import (
-    REDACTED,
     redact_url,
     register_secret,
     register_url_secrets,
-    scrub,
 )
 
 # Sent when api_key_env is None: local servers (vLLM, Ollama, llama.cpp) want no key, but the SDK
@@ -135,7 +133,7 @@ class OpenAIChat:
         api_key_env: str | None,
         timeout_s: float,
         max_retries: int,
-        who: str = "the judge",
+        who: str = JUDGE,
     ) -> None:
         # Whom its errors name: the judge, or the agent's model (the LLM summarizer's calls).
         self.who = who
@@ -235,13 +233,13 @@ class OpenAIChat:
             raise _translate(error, redact_url(self.base_url), self.who) from error
         except json.JSONDecodeError as error:
             # A body sent as JSON that does not parse: the SDK lets the decoder's error out.
-            raise _not_json(redact_url(self.base_url), error.doc, self.who) from error
+            raise not_json(redact_url(self.base_url), error.doc, self.who) from error
         if isinstance(completion, str):
             # The SDK hands back the text of a body whose Content-Type is not JSON.
             try:
                 completion = json.loads(completion)
             except ValueError:
-                raise _not_json(redact_url(self.base_url), completion, self.who) from None
+                raise not_json(redact_url(self.base_url), completion, self.who) from None
         content, usage = _reply_of(completion)
         return ChatReply(content, usage, rate_limits_of(response.headers))  # type: ignore[attr-defined]
 
@@ -576,179 +574,24 @@ def estimate_tokens(texts: Sequence[str] | Any) -> int:
     return sum(4 + math.ceil(len(text.encode("utf-8")) / 4) for text in texts)
 
 
-_CONTEXT_EXCEEDED = re.compile(r"context length|context_length|too many tokens|too long", re.I)
-
-
-def _causes(error: BaseException) -> list[BaseException]:
-    """The error and what caused it, outermost first (``__cause__``, else ``__context__``)."""
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and all(current is not seen for seen in chain):
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-_SSL_NOISE = re.compile(r"^\[SSL: [A-Z0-9_]+\] | \(_ssl\.c:\d+\)$")
-
-
-def _tls_reason(error: ssl.SSLError) -> str:
-    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
-        return f"certificate verify failed: {error.verify_message}"
-    text = error.args[1] if len(error.args) > 1 and isinstance(error.args[1], str) else str(error)
-    return _SSL_NOISE.sub("", text) or type(error).__name__
-
-
-def _why_no_connection(causes: list[BaseException]) -> str | None:
-    """Why no connection could be made, from an SDK error's causes; ``None`` when one was (the
-    failure came after the server accepted it: a dropped link, a slow reply, a cut body).
-
-    The SDK's aiohttp transport reports a refused connection as a timeout (``APITimeoutError``
-    over ``ConnectTimeout``): only the causes underneath tell what happened.
-    """
-    # The innermost of each kind is the one that names the cause (aiohttp's connector errors
-    # wrap the operating system's and the ssl module's).
-    inner_first = causes[::-1]
-    for cause in inner_first:
-        if isinstance(cause, ssl.SSLError):
-            return f"TLS handshake failed: {_tls_reason(cause)}"
-    for cause in inner_first:
-        if isinstance(cause, socket.gaierror | aiohttp.ClientConnectorDNSError):
-            return "name not resolved"
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
-    for cause in inner_first:
-        if isinstance(cause, aiohttp.ClientConnectorError):
-            reason = cause.os_error.strerror or str(cause.os_error) or type(cause.os_error).__name__
-            return reason[:1].lower() + reason[1:]
-        if isinstance(cause, aiohttp.ConnectionTimeoutError):
-            return "no connection within the timeout"
-    return None
-
-
-def _detail(causes: list[BaseException]) -> str:
-    """The innermost cause's own words, for a message."""
-    inner = causes[-1]
-    text = getattr(inner, "message", None) or str(inner)
-    return str(text).strip() or type(inner).__name__
-
-
-def _connection_error(
-    error: openai.APIConnectionError, base_url: str, who: str = "the judge"
-) -> JudgeAPIError:
-    """A request that got no usable HTTP reply, named for what happened to it."""
-    causes = _causes(error)
-    why = _why_no_connection(causes)
-    if why is not None:
-        # The judge's is named by its URL alone (the outage messages quote it); another's by whom.
-        whom = "" if who == "the judge" else f"{who} at "
-        return JudgeConnectionError(f"could not connect to {whom}{base_url} ({why})")
-    if any(isinstance(cause, aiohttp.ClientPayloadError) for cause in causes):
-        return JudgeAPIError(
-            f"{who}'s reply from {base_url} was cut off before its end: {_detail(causes)}"
-        )
-    if any(isinstance(cause, aiohttp.ServerDisconnectedError) for cause in causes):
-        return JudgeAPIError(f"{who} at {base_url} closed the connection without a reply")
-    if isinstance(error, openai.APITimeoutError):
-        return JudgeAPIError(f"{who} at {base_url} did not answer in time")
-    return JudgeAPIError(f"the connection to {who} at {base_url} failed: {_detail(causes)}")
-
-
-def check_base_url(base_url: str) -> None:
-    """Refuse, before any call, a ``base_url`` no request could go to (``ConfigError``; what it
-    shows of the URL is redacted): not http(s) (``localhost:8000``, ``ftp://...``), not a URL
-    (``http://[::1``), a credential the client cannot send (``user:password@``: the SDK sends
-    the key in the same Authorization header), or ``***`` where a printed or written URL had a
-    credential redacted (sent as it is, the judge would refuse it as a key)."""
-    shown = redact_url(base_url).split("?")[0]
-    try:
-        parts = urlsplit(base_url)
-        parts.port  # noqa: B018 - parsed here so that a bad port is refused now
-    except ValueError as error:
-        raise ConfigError(f"base_url is not a URL ({error}): got {shown!r}") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"base_url must be an http:// or https:// URL (http://localhost:8000/v1), got {shown!r}"
-        )
-    if "@" in parts.netloc:
-        raise ConfigError(
-            f"base_url {redact_url(base_url)} carries a user name or password, which cannot be "
-            "sent beside the API key; put the key in the variable api_key_env names"
-        )
-    if REDACTED in unquote(base_url):
-        raise ConfigError(
-            f"base_url {shown!r} holds {REDACTED} where a credential was redacted when the URL "
-            "was printed or written; give the credential itself"
-        )
-
-
-def _not_json(base_url: str, body: str, who: str = "the judge") -> JudgeAPIError:
-    """An HTTP 200 whose body is not JSON; retried, since a proxy or a restarting server sends
-    such pages for a moment."""
-    if not body.strip():
-        return JudgeAPIError(f"{who}'s reply from {base_url} was not JSON: the body was empty")
-    # Scrubbed before it is cut: a key cut in two would no longer be found.
-    start = scrub(body.strip())[:80]
-    return JudgeAPIError(f"{who}'s reply from {base_url} was not JSON: it began {start!r}")
-
-
-def _validation_detail(body: object) -> str | None:
-    """What a FastAPI server says is wrong with a request it refuses (HTTP 422), which the SDK's
-    message leaves out (it keeps an error's ``message`` field only): ``{"detail": [{"loc": [...],
-    "msg": ...}]}`` as llama-cpp-python's server sends, or ``{"detail": "..."}``. The values the
-    server echoes (``input``) are left out: they are the request's own text.
-
-    >>> _validation_detail({"detail": [{"loc": ["body", "response_format", "type"],
-    ...     "msg": "Input should be 'text' or 'json_object'", "input": "json_schema"}]})
-    "response_format.type: Input should be 'text' or 'json_object'"
-    >>> _validation_detail({"error": {"message": "bad"}}) is None
-    True
-    """
-    detail = body.get("detail") if isinstance(body, Mapping) else None
-    if isinstance(detail, str):
-        return detail.strip()[:200] or None
-    if not isinstance(detail, list):
-        return None
-    problems = []
-    for item in detail[:3]:
-        if isinstance(item, Mapping) and isinstance(item.get("msg"), str):
-            where = ".".join(str(part) for part in item.get("loc") or () if part != "body")
-            problems.append(f"{where}: {item['msg']}" if where else item["msg"])
-    return "; ".join(problems)[:300] or None
-
-
 def _translate(
-    error: openai.APIError, base_url: str, who: str = "the judge"
+    error: openai.APIError, base_url: str, who: str = JUDGE
 ) -> JudgeAPIError | JudgeInputTooLargeError:
-    """Map an SDK error onto this package's exception tree, keeping the status code; the
-    message names ``who`` was called (the judge, or the agent's model)."""
+    """Map an SDK error onto this package's exception tree (``_http_errors``); the message
+    names ``who`` was called (the judge, or the agent's model)."""
     if isinstance(error, openai.APIConnectionError):
-        return _connection_error(error, base_url, who)
+        return connection_error(
+            error, base_url, who, timed_out=isinstance(error, openai.APITimeoutError)
+        )
     if isinstance(error, openai.APIStatusError):
-        status = error.status_code
-        if isinstance(error, openai.AuthenticationError | openai.PermissionDeniedError):
-            return JudgeAuthError(
-                f"{who} at {base_url} refused the credentials (HTTP {status}): {error.message}",
-                status_code=status,
-            )
-        if status == 429 and error.code == "insufficient_quota":
-            return JudgeAuthError(
-                f"{who}'s quota is exhausted (HTTP 429 insufficient_quota): {error.message}",
-                status_code=status,
-            )
-        if status in (400, 413) and (
-            error.code == "context_length_exceeded" or _CONTEXT_EXCEEDED.search(error.message)
-        ):
-            return JudgeInputTooLargeError(
-                f"{who} at {base_url} refused the request as too long for its context "
-                f"(HTTP {status}): {error.message}"
-            )
-        refusal = _validation_detail(error.body)
-        return JudgeAPIError(
-            f"{who} at {base_url} answered HTTP {status}: {error.message}"
-            + (f" ({refusal})" if refusal else ""),
-            status_code=status,
-            retry_after_s=retry_after_s(error.response.headers),
+        return status_error(
+            error.status_code,
+            message=error.message,
+            base_url=base_url,
+            who=who,
+            code=error.code,
+            body=error.body,
+            headers=error.response.headers,
         )
     return JudgeAPIError(f"{who} at {base_url} failed: {error}")
 
