@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
-import weakref
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +28,7 @@ from summeval_runner._judges._http_errors import (
     status_error,
 )
 from summeval_runner._judges._learned import Lesson, ParameterLessons
+from summeval_runner._judges._loop_clients import LoopClients
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
@@ -151,8 +150,7 @@ class OpenAIChat:
                 raise MissingAPIKeyError(api_key_env, who=who)
             self._api_key = key
             register_secret(key)
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient]
-        self._clients = weakref.WeakKeyDictionary()
+        self._clients = LoopClients(self._new_client, openai.AsyncOpenAI.close)
         # The parameters each model refused, learned from its refusals (_learned).
         self.lessons = ParameterLessons(redact_url(self.base_url))
 
@@ -161,15 +159,7 @@ class OpenAIChat:
         return f"OpenAIChat(base_url={redact_url(self.base_url)!r})"
 
     async def _client(self) -> openai.AsyncOpenAI:
-        loop = asyncio.get_running_loop()
-        opened = self._clients.get(loop)
-        if opened is None:
-            client = self._new_client()
-            closer = _close_at_loop_shutdown(client, self._clients)
-            opened = self._clients[loop] = _LoopClient(client, closer)
-            # Started here, the generator is one the loop finalises when it shuts down.
-            await opened.closer.asend(None)
-        return opened.client
+        return await self._clients.get()
 
     def _new_client(self) -> openai.AsyncOpenAI:
         """The SDK's client for one event loop (Azure's provider makes Azure's)."""
@@ -186,9 +176,7 @@ class OpenAIChat:
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
-        opened = self._clients.pop(asyncio.get_running_loop(), None)
-        if opened is not None:
-            await opened.closer.aclose()
+        await self._clients.aclose()
 
     async def complete(self, params: dict[str, Any]) -> ChatReply:
         """One Chat Completions call: the reply's text, its token usage and the rate limits the
@@ -310,33 +298,6 @@ def _batch_state(batch: Any) -> BatchState:
         ),
         round=str((getattr(batch, "metadata", None) or {}).get(ROUND_TAG, "")),
     )
-
-
-@dataclass(frozen=True)
-class _LoopClient:
-    """The client of one event loop, and the generator that closes it when the loop ends."""
-
-    client: openai.AsyncOpenAI
-    closer: AsyncGenerator[None, None]
-
-
-async def _close_at_loop_shutdown(
-    client: openai.AsyncOpenAI,
-    clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient],
-) -> AsyncGenerator[None, None]:
-    """Suspended for the loop's lifetime; closes ``client`` when finalised, and forgets it.
-
-    An event loop finalises the async generators started in it when it shuts down
-    (``loop.shutdown_asyncgens()``, which ``asyncio.run`` calls before closing the loop), inside
-    the loop: the one moment a client can still be closed cleanly when its owner never said so.
-    The entry is dropped too: the client refers to its loop, so the loop could not be
-    collected while the entry stayed.
-    """
-    try:
-        yield
-    finally:
-        clients.pop(asyncio.get_running_loop(), None)
-        await client.close()
 
 
 class OpenAIJudge(AsyncClosing):
