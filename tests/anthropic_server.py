@@ -11,6 +11,10 @@ bundled LLM summarizer's) with a text block. A test queues what the next request
 "error", "error": {...}}``: 429 ``rate_limit_error``, 529 ``overloaded_error``), ``CutOff()``
 for a reply cut at ``max_tokens`` (``stop_reason`` ``max_tokens``, its tool input a
 valid-looking but short one).
+
+It serves the Message Batches API too (``/v1/messages/batches``): a batch's requests are
+answered as they would be alone (scripts apply, request by request), the batch is in progress
+when made and ended from its first read, and its results are JSONL at its ``results_url``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    batch: str | None = None  # the Message Batch whose request it was
 
     @property
     def tool(self) -> str | None:
@@ -64,6 +69,10 @@ def _chat_body(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _not_found(path: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": "not_found_error", "message": f"no {path}"}}
+
+
 class AnthropicServer:
     def __init__(self, keys: tuple[str, ...] = ()) -> None:
         # The keys it takes; () takes any key.
@@ -74,6 +83,10 @@ class AnthropicServer:
         self._always: Fault | None = None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        # The Message Batches API: each batch's requests' results (custom_id, HTTP status,
+        # body), and how often each batch was read; answered when first read, not before.
+        self.batches: dict[str, list[tuple[str, int, dict[str, Any]]]] = {}
+        self.batch_reads: Counter[str] = Counter()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -152,6 +165,58 @@ class AnthropicServer:
         }
         return 200, message, {"anthropic-ratelimit-tokens-remaining": "90000"}
 
+    def _create_batch(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        """A Message Batch of the body's requests, each answered as it would be alone (scripts
+        apply, request by request)."""
+        with self._lock:
+            batch_id = f"msgbatch_{next(self._ids)}"
+        results = []
+        for request in body["requests"]:
+            status, answer, _ = self._answer(
+                Recorded("/v1/messages", headers, request["params"], batch=batch_id)
+            )
+            results.append((str(request["custom_id"]), status, answer))
+        with self._lock:
+            self.batches[batch_id] = results
+        return self._batch_object(batch_id)
+
+    def _batch_object(self, batch_id: str) -> dict[str, Any]:
+        # In progress when made, ended from its first read on.
+        ended = self.batch_reads[batch_id] > 0
+        results = self.batches[batch_id]
+        errored = sum(status != 200 for _, status, _ in results)
+        return {
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {
+                "processing": 0 if ended else len(results),
+                "succeeded": len(results) - errored if ended else 0,
+                "errored": errored if ended else 0,
+                "canceled": 0,
+                "expired": 0,
+            },
+            "created_at": "2026-12-03T10:00:00Z",
+            "expires_at": "2026-12-04T10:00:00Z",
+            "ended_at": "2026-12-03T10:01:00Z" if ended else None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{self.base_url}/v1/messages/batches/{batch_id}/results"
+            if ended
+            else None,
+        }
+
+    def _results(self, batch_id: str) -> bytes:
+        lines = []
+        for custom_id, status, answer in self.batches[batch_id]:
+            result = (
+                {"type": "succeeded", "message": answer}
+                if status == 200
+                else {"type": "errored", "error": answer}
+            )
+            lines.append(json.dumps({"custom_id": custom_id, "result": result}))
+        return ("\n".join(lines) + "\n").encode()
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -161,21 +226,37 @@ class AnthropicServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                parts = self.path.split("?")[0].strip("/").split("/")
+                batch_id = parts[3] if len(parts) > 3 else ""
+                if parts[:3] != ["v1", "messages", "batches"] or batch_id not in server.batches:
+                    self._send(404, _not_found(self.path), {})
+                elif parts[4:] == ["results"]:
+                    data = server._results(batch_id)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/binary")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                else:
+                    answer = server._batch_object(batch_id)
+                    with server._lock:
+                        server.batch_reads[batch_id] += 1
+                    self._send(200, answer, {})
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                if self.path.split("?")[0] != "/v1/messages":
-                    status, answer, extra = (
-                        404,
-                        {
-                            "type": "error",
-                            "error": {"type": "not_found_error", "message": f"no {self.path}"},
-                        },
-                        {},
-                    )
+                route = self.path.split("?")[0]
+                if route == "/v1/messages/batches":
+                    self._send(200, server._create_batch(body, headers), {})
+                elif route == "/v1/messages":
+                    self._send(*server._answer(Recorded(self.path, headers, body)))
                 else:
-                    status, answer, extra = server._answer(Recorded(self.path, headers, body))
+                    self._send(404, _not_found(self.path), {})
+
+            def _send(self, status: int, answer: dict[str, Any], extra: dict[str, str]) -> None:
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

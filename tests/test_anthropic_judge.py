@@ -255,3 +255,42 @@ def test_a_missing_sdk_is_exit_2_naming_the_extra_that_installs_it(
     assert "pip install 'summeval_runner[anthropic]'" in done.stderr
     with pytest.raises(ConfigError, match=r"summeval_runner\[anthropic\]"):
         create_summarization_scorer("anthropic/claude-haiku-4-5")
+
+
+BATCH = ("runner.mode=batch", "runner.batch_poll_s=0.02")
+
+
+@pytest.mark.usefixtures("anthropic_env")
+def test_batch_mode_sends_each_round_as_one_message_batch_at_half_the_price(
+    tmp_path: Path, server: AnthropicServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+    overrides = (*anthropic_run(server.base_url, dataset), "runner.cache=off")
+
+    interactive = run_app(tmp_path / "interactive", *overrides)
+    direct = len(server.requests)
+    # A request of the first batch fails (HTTP 500 in its result): sent again in a later one.
+    server.script(Fault(500, "api_error", "Internal server error"))
+    batched = run_app(tmp_path / "batched", *overrides, *BATCH)
+
+    assert interactive.returncode == 0, interactive.stderr
+    assert batched.returncode == 0, batched.stderr
+    sent = server.requests[direct:]
+    # Nothing went to /v1/messages directly: every request was a batch's.
+    assert all(request.batch is not None for request in sent)
+    rounds = [{r.tool for r in sent if r.batch == b} for b in server.batches]
+    assert rounds[0] == {"summarization_preprocess"}  # the first round: one step's requests
+    assert set().union(*rounds) == {
+        "summarization_preprocess", "summarization_analyze", "summarization_reason"
+    }  # fmt: skip
+    # Each request answered once (none paid twice); the failed one sent again, and answered.
+    answered_ids = [i for b in server.batches.values() for i, status, _ in b if status == 200]
+    assert len(answered_ids) == len(set(answered_ids))
+    assert server.counts["500"] == 1
+    items = table(tmp_path / "batched", "items")
+    assert (items["status"] == "scored").all()
+    assert items["score"].tolist() == table(tmp_path / "interactive", "items")["score"].tolist()
+    answered = len(answered_ids)
+    per_call = (INPUT_TOKENS * 1.0 + CACHE_READ_TOKENS * 0.1 + OUTPUT_TOKENS * 5.0) / 1e6
+    manifest = json.loads((tmp_path / "batched" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["cost"]["judge"] == pytest.approx(answered * per_call / 2)

@@ -44,6 +44,7 @@ from summeval_runner._judges._openai import _describe, estimate_tokens
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     AsyncClosing,
+    BatchState,
     JudgeReply,
     JudgeRequest,
     Price,
@@ -185,23 +186,34 @@ class AnthropicMessages:
 
         SDK errors are translated into this package's exception tree here (``_http_errors``).
         """
-        sdk = self._sdk
-        where = redact_url(self.base_url)
         client = await self._clients.get()
         try:
             response = await client.messages.with_raw_response.create(**params)
             message = await response.parse()
-        except sdk.APIConnectionError as error:
-            raise connection_error(
+        except Exception as error:
+            raise self._translated(error) from error
+        return reply_of(
+            message,
+            tool=tool,
+            max_tokens=int(params.get("max_tokens") or 0),
+            limits=rate_limits_of(response.headers),
+        )
+
+    def _translated(self, error: Exception) -> Exception:
+        """The SDK's ``error`` as this package's (``_http_errors``); another error as it is."""
+        sdk = self._sdk
+        where = redact_url(self.base_url)
+        if isinstance(error, sdk.APIConnectionError):
+            return connection_error(
                 error, where, self.who, timed_out=isinstance(error, sdk.APITimeoutError)
-            ) from error
-        except sdk.APIStatusError as error:
+            )
+        if isinstance(error, sdk.APIStatusError):
             body = error.body if isinstance(error.body, Mapping) else {}
             detail = body.get("error")
             if not isinstance(detail, Mapping):
                 detail = {}
             code = detail.get("type")
-            raise status_error(
+            return status_error(
                 error.status_code,
                 message=str(detail.get("message") or error.message),
                 base_url=where,
@@ -209,40 +221,147 @@ class AnthropicMessages:
                 code=code if isinstance(code, str) else None,
                 body=error.body,
                 headers=error.response.headers,
-            ) from error
-        except sdk.APIError as error:
+            )
+        if isinstance(error, sdk.APIError):
             # A 200 whose body is not a message (a proxy's page): transient, like a 5xx.
-            raise not_json(where, str(getattr(error, "body", "") or ""), self.who) from error
-        except json.JSONDecodeError as error:
-            raise not_json(where, error.doc, self.who) from error
-        return _reply_of(message, tool, params, rate_limits_of(response.headers))
+            return not_json(where, str(getattr(error, "body", "") or ""), self.who)
+        if isinstance(error, json.JSONDecodeError):
+            return not_json(where, error.doc, self.who)
+        return error
+
+    # --- the Message Batches API ---------------------------------------------------------------
+
+    async def submit_batch(self, requests: list[dict[str, Any]]) -> BatchState:
+        """Create a Message Batch of ``requests`` (``{"custom_id", "params"}`` each)."""
+        client = await self._clients.get()
+        try:
+            return _batch_state(await client.messages.batches.create(requests=requests))
+        except Exception as error:
+            raise self._translated(error) from error
+
+    async def batch_state(self, batch_id: str) -> BatchState:
+        client = await self._clients.get()
+        try:
+            return _batch_state(await client.messages.batches.retrieve(batch_id))
+        except Exception as error:
+            raise self._translated(error) from error
+
+    async def batch_results(self, batch_id: str) -> bytes:
+        """An ended batch's results, as the lines of an OpenAI batch's output file
+        (``{"custom_id", "response": {"status_code", "body"}}``, or ``"error"`` for a request
+        the batch never ran), which the runner's batch mode reads."""
+        client = await self._clients.get()
+        lines = []
+        try:
+            async for result in await client.messages.batches.results(batch_id):
+                lines.append(_output_line(result))
+        except Exception as error:
+            raise self._translated(error) from error
+        return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
-def _reply_of(
-    message: Any, tool: str | None, params: Mapping[str, Any], limits: RateLimits | None
+# The HTTP status each of Anthropic's error types is sent with, for a batch's errored requests
+# (their results carry the type alone).
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def _output_line(result: Any) -> dict[str, Any]:
+    """One result of a Message Batch as a line of an OpenAI batch's output file."""
+    outcome = result.result
+    kind = getattr(outcome, "type", None)
+    if kind == "succeeded":
+        body = outcome.message.model_dump(mode="json")
+        return {"custom_id": result.custom_id, "response": {"status_code": 200, "body": body}}
+    if kind == "errored":
+        error = getattr(getattr(outcome, "error", None), "error", None)
+        code = str(getattr(error, "type", None) or "api_error")
+        message = str(getattr(error, "message", None) or "")
+        return {
+            "custom_id": result.custom_id,
+            "response": {
+                "status_code": _ERROR_STATUS.get(code, 500),
+                "body": {"error": {"type": code, "message": message}},
+            },
+        }
+    # Expired or canceled: the batch never ran it (no status: sent again, as a timeout is).
+    return {
+        "custom_id": result.custom_id,
+        "error": {"code": str(kind), "message": f"the request was {kind} before it ran"},
+    }
+
+
+# What a Message Batch's processing_status is in the runner's batch states.
+_BATCH_STATUS = {"in_progress": "in_progress", "canceling": "cancelling", "ended": "completed"}
+
+
+def _batch_state(batch: Any) -> BatchState:
+    counts = batch.request_counts
+    ended = batch.processing_status == "ended"
+    return BatchState(
+        id=str(batch.id),
+        status=_BATCH_STATUS.get(str(batch.processing_status), str(batch.processing_status)),
+        # The results are read by the batch's id once it has ended.
+        output_file_id=str(batch.id) if ended else None,
+        total=sum(
+            int(getattr(counts, name, 0) or 0)
+            for name in ("processing", "succeeded", "errored", "canceled", "expired")
+        ),
+        completed=int(counts.succeeded or 0),
+        failed=sum(
+            int(getattr(counts, name, 0) or 0) for name in ("errored", "canceled", "expired")
+        ),
+    )
+
+
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` of a mapping (a batch's reply), else its attribute (the SDK's models)."""
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
+def reply_of(
+    message: Any, *, tool: str | None, max_tokens: int, limits: RateLimits | None = None
 ) -> MessagesReply:
-    usage = getattr(message, "usage", None)
-    read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
-    written = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
-    details = getattr(usage, "output_tokens_details", None)
+    """A Messages API reply (the SDK's ``Message``, or a batch result's body): the input of the
+    forced ``tool`` (``"*"``: of whichever tool it called), else its text."""
+    usage = _field(message, "usage")
+    read = int(_field(usage, "cache_read_input_tokens") or 0)
+    written = int(_field(usage, "cache_creation_input_tokens") or 0)
+    details = _field(usage, "output_tokens_details")
     tokens = TokenUsage(
         # Anthropic counts cached prompt tokens apart from input_tokens: all are the prompt's.
-        input_tokens=int(getattr(usage, "input_tokens", 0) or 0) + read + written,
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+        input_tokens=int(_field(usage, "input_tokens") or 0) + read + written,
+        output_tokens=int(_field(usage, "output_tokens") or 0),
         # Extended thinking's tokens, among the output tokens and billed alike.
-        reasoning_tokens=int(getattr(details, "thinking_tokens", 0) or 0),
+        reasoning_tokens=int(_field(details, "thinking_tokens") or 0),
     )
-    blocks = list(getattr(message, "content", None) or ())
+    blocks = list(_field(message, "content") or ())
+    used = [
+        _field(b, "input")
+        for b in blocks
+        if _field(b, "type") == "tool_use" and tool in ("*", _field(b, "name"))
+    ]
     content: str | Mapping[str, Any]
-    used = [b for b in blocks if getattr(b, "type", None) == "tool_use" and b.name == tool]
-    if tool is not None and used and isinstance(used[0].input, Mapping):
-        content = dict(used[0].input)
+    if tool is not None and used and isinstance(used[0], Mapping):
+        content = dict(used[0])
     else:
-        content = "".join(str(getattr(b, "text", "")) for b in blocks if b.type == "text")
-    if getattr(message, "stop_reason", None) == "max_tokens" and tool is not None:
+        content = "".join(
+            str(_field(b, "text") or "") for b in blocks if _field(b, "type") == "text"
+        )
+    if _field(message, "stop_reason") == "max_tokens" and tool is not None:
         # A tool input cut at max_tokens can still parse (a list of claims closed early): it is
         # never read as a verdict.
-        content = cut_off_content(int(params.get("max_tokens") or 0), "max_output_tokens")
+        content = cut_off_content(max_tokens, "max_output_tokens")
     return MessagesReply(content, tokens, read, written, limits)
 
 
@@ -285,8 +404,8 @@ def rate_limits_of(headers: Mapping[str, str]) -> RateLimits | None:
 class AnthropicJudge(AsyncClosing):
     """A judge backed by a Claude model through Anthropic's Messages API.
 
-    An async context manager, like ``OpenAIJudge``. Not a ``BatchJudge``: ``runner.mode=batch``
-    is refused for it before any call.
+    An async context manager, like ``OpenAIJudge``. A ``BatchJudge``: in ``runner.mode=batch``
+    its requests go to the Message Batches API, at the batch price.
     """
 
     provider = "anthropic"
@@ -372,6 +491,37 @@ class AnthropicJudge(AsyncClosing):
             usage=reply.usage,
             cost=reply.cost(self.price),
             rate_limits=reply.rate_limits,
+        )
+
+    # --- the Message Batches API (runner.mode=batch) -------------------------------------------
+
+    async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
+        """The runner's batch file (one ``{"custom_id", "body"}`` line a request) as a Message
+        Batch. Anthropic's batches carry no metadata: the run's tag is not sent."""
+        requests = []
+        for raw in lines.splitlines():
+            if raw.strip():
+                line = json.loads(raw)
+                requests.append({"custom_id": line["custom_id"], "params": line["body"]})
+        return await self._messages.submit_batch(requests)
+
+    async def batch_state(self, batch_id: str) -> BatchState:
+        return await self._messages.batch_state(batch_id)
+
+    async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
+        """None can be found: a Message Batch carries no metadata to tag it with. A batch is
+        known to the run by its journal, written as it is created."""
+        return []
+
+    async def batch_file(self, file_id: str) -> bytes:
+        """An ended batch's results (``file_id`` is the batch's id), as output file lines."""
+        return await self._messages.batch_results(file_id)
+
+    def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
+        """A batch result's message as a reply, at the batch price (half, as OpenAI's)."""
+        reply = reply_of(body, tool="*", max_tokens=self.config.max_output_tokens)
+        return JudgeReply(
+            content=reply.content, usage=reply.usage, cost=reply.cost(self.price, batch=True)
         )
 
 
