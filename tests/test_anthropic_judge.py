@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from summeval_runner import ConfigError, create_summarization_scorer
-from summeval_runner._errors import JudgeAPIError, JudgeInputTooLargeError
-from summeval_runner._judges._anthropic import AnthropicJudge, AnthropicJudgeConfig
+from summeval_runner import (
+    AnthropicJudge,
+    AnthropicJudgeConfig,
+    ConfigError,
+    create_summarization_scorer,
+)
+from summeval_runner._errors import JudgeAPIError, JudgeConnectionError, JudgeInputTooLargeError
 from summeval_runner._judges._prices import price_of
 from summeval_runner._runner._retry import RetryPolicy
 from tests.anthropic_server import (
@@ -373,3 +379,28 @@ def test_an_agent_on_anthropic_without_the_sdk_is_exit_2_naming_the_extra(
     assert done.returncode == 2
     assert "the agent's model on Anthropic needs the anthropic SDK" in done.stderr
     assert "pip install 'summeval_runner[anthropic]'" in done.stderr
+
+
+@pytest.mark.usefixtures("anthropic_env")
+def test_a_refused_connection_is_the_outage_watchs_connection_error() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bound:
+        bound.bind(("127.0.0.1", 0))  # bound, never listening: every connection is refused
+        base_url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        claude = AnthropicJudge(
+            AnthropicJudgeConfig(name="claude-haiku-4-5", base_url=base_url, max_retries=0)
+        )
+        with pytest.raises(JudgeConnectionError, match="connection refused"):
+            asyncio.run(claude.complete(a_request()))
+
+
+def test_the_sdk_is_imported_only_when_an_anthropic_judge_is_built() -> None:
+    script = (
+        "import sys, summeval_runner\n"
+        "from summeval_runner import create_summarization_scorer\n"
+        "create_summarization_scorer('offline')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'anthropic'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
