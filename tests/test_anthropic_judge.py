@@ -32,6 +32,7 @@ from tests.anthropic_server import (
     AnthropicServer,
     CutOff,
     Fault,
+    ProxyPage,
 )
 from tests.app import ENV, FAST_RETRIES, SECRET, openai_run, run_app, table
 from tests.chat_server import SUMMARY_REPLY, ChatServer
@@ -125,7 +126,7 @@ def test_a_twenty_item_run_is_scored_through_the_messages_api_and_no_file_holds_
 
 
 @pytest.mark.usefixtures("anthropic_env")
-def test_429_529_and_500_are_retried_by_the_run_and_cost_no_item(
+def test_429_529_500_and_a_proxy_page_are_retried_by_the_run_and_cost_no_item(
     tmp_path: Path, server: AnthropicServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 4)
@@ -134,6 +135,8 @@ def test_429_529_and_500_are_retried_by_the_run_and_cost_no_item(
               headers={"retry-after": "0"}),
         Fault(529, "overloaded_error", "Overloaded"),
         Fault(500, "api_error", "Internal server error"),
+        # An HTTP 200 that is a proxy's page: sent again, not re-asked as a malformed verdict.
+        ProxyPage(),
     )  # fmt: skip
 
     done = run_app(
@@ -146,9 +149,12 @@ def test_429_529_and_500_are_retried_by_the_run_and_cost_no_item(
     items = table(tmp_path / "run", "items")
     assert (items["status"] == "scored").all()
     assert server.counts["429"] == server.counts["529"] == server.counts["500"] == 1
+    assert server.counts["page"] == 1
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["judge"]["retries"] == 3
-    assert items["judge_retries"].sum() == 3
+    assert manifest["judge"]["retries"] == 4
+    assert items["judge_retries"].sum() == 4
+    # Each retried request was sent again as it was: no re-ask among them.
+    assert all(len(r.body["messages"]) == 1 for r in server.requests)
 
 
 @pytest.mark.usefixtures("anthropic_env")

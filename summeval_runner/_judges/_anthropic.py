@@ -192,6 +192,10 @@ class AnthropicMessages:
             message = await response.parse()
         except Exception as error:
             raise self._translated(error) from error
+        if isinstance(message, str):
+            # The SDK hands back the text of a body whose Content-Type is not JSON (a proxy's
+            # error page): transient, like a 5xx, not a malformed verdict to re-ask.
+            raise not_json(redact_url(self.base_url), message, self.who)
         return reply_of(
             message,
             tool=tool,
