@@ -307,6 +307,7 @@ def test_batch_mode_sends_each_round_as_one_message_batch_at_half_the_price(
     per_call = (INPUT_TOKENS * 1.0 + CACHE_READ_TOKENS * 0.1 + OUTPUT_TOKENS * 5.0) / 1e6
     manifest = json.loads((tmp_path / "batched" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["cost"]["judge"] == pytest.approx(answered * per_call / 2)
+    assert_nowhere([ANTHROPIC_KEY], tmp_path / "batched", batched.stdout, batched.stderr)
 
 
 def test_an_agent_on_anthropic_is_judged_by_an_openai_judge(
