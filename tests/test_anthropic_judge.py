@@ -411,3 +411,26 @@ def test_the_sdk_is_imported_only_when_an_anthropic_judge_is_built() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.usefixtures("anthropic_env")
+def test_a_rerun_is_answered_by_the_cache_and_another_bound_is_not(
+    tmp_path: Path, server: AnthropicServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    first = run_app(tmp_path / "first", *anthropic_run(server.base_url, dataset))
+    sent = len(server.requests)
+
+    again = run_app(tmp_path / "again", *anthropic_run(server.base_url, dataset))
+    bounded = run_app(
+        tmp_path / "bounded",
+        *anthropic_run(server.base_url, dataset, "model.max_output_tokens=2000"),
+    )
+
+    assert first.returncode == again.returncode == bounded.returncode == 0, bounded.stderr
+    assert table(tmp_path / "again", "items")["score"].tolist() == (
+        table(tmp_path / "first", "items")["score"].tolist()
+    )
+    # The rerun sent nothing; a judge with another max_output_tokens is another judge.
+    assert len(server.requests) == 2 * sent
+    assert {r.body["max_tokens"] for r in server.requests[sent:]} == {2000}
