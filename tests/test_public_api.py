@@ -47,6 +47,8 @@ PUBLIC = {
     "report_target_usage",
     "BudgetExhaustedError",
     "JudgeNoise",
+    "JudgeEstimate",
+    "PanelDisagreement",
     # the runner, its options and datasets
     "run_evals",
     "run_evals_sync",
@@ -87,6 +89,7 @@ PUBLIC = {
     "AzureJudge",
     "AzureJudgeConfig",
     "FakeJudge",
+    "JudgePanel",
     # errors
     "SummevalError",
     "ConfigError",

@@ -348,6 +348,23 @@ class PanelDisagreement(_Part):
     def questions_split_share(self) -> float | None:
         return self.questions_split / self.questions_compared if self.questions_compared else None
 
+    def describe(self) -> str:
+        """The figures in a line, as the run's summary and the report show them."""
+        spread = "n/a" if self.score_spread_mean is None else f"{self.score_spread_mean:.3f}"
+        top = "" if self.score_spread_max is None else f" (at most {self.score_spread_max:.3f})"
+        share = self.questions_split_share
+        means = ", ".join(
+            f"{judge} {'n/a' if mean is None else f'{mean:.3f}'}"
+            for judge, mean in self.judge_means.items()
+        )
+        return (
+            f"panel of {len(self.judges)} judges ({self.aggregate}): score spread {spread} per "
+            f"item{top} over {self.items} items; questions answered differently "
+            f"{self.questions_split} of {self.questions_compared}"
+            + (f" ({share:.1%})" if share is not None else "")
+            + f"; mean score per judge: {means}"
+        )
+
 
 class Resources(_Part):
     """What this part of the run cost the machine (a resumed run's earlier parts excluded)."""
