@@ -46,6 +46,7 @@ from loopback_judge import reply_for  # noqa: E402
 from throughput import write_items  # noqa: E402
 
 import tests.chat_server  # noqa: E402
+from summeval_runner import PanelDisagreement  # noqa: E402
 from tests.chat_server import ChatServer  # noqa: E402
 
 
@@ -171,13 +172,8 @@ def main() -> None:
     print(line("panel of two", panel, n, one))
     print(line("model + offline", offline, n, one))
     for label, found in (("panel of two", panel), ("model + offline", offline)):
-        figures = found["manifest"]["judge_panel"]
-        split = figures["questions_split"] / max(figures["questions_compared"], 1)
-        print(
-            f"  {label}: score spread {figures['score_spread_mean']:.3f} per item (at most "
-            f"{figures['score_spread_max']:.3f}), questions answered differently "
-            f"{figures['questions_split']} of {figures['questions_compared']} ({split:.1%})"
-        )
+        figures = PanelDisagreement.model_validate(found["manifest"]["judge_panel"])
+        print(f"  {label}: {figures.describe()}")
 
 
 if __name__ == "__main__":
