@@ -31,6 +31,8 @@ from summeval_runner import (
 from tests.app import ENV, FAST_RETRIES, run_app, table
 from tests.chat_server import ChatServer
 from tests.documents import write_dataset
+from tests.test_azure_judge import API_VERSION, AZURE_KEY
+from tests.test_secrets import assert_nowhere
 
 ITEMS = 20
 PRICE = "{input: 0.4, output: 1.6}"
@@ -471,3 +473,80 @@ def test_a_panel_needs_judges_not_a_string() -> None:
         create_summarization_scorer({"provider": "panel", "judges": "offline"})
     with pytest.raises(ConfigError, match="cannot be a panel"):
         create_summarization_scorer(["offline", {"provider": "panel", "judges": []}])
+
+
+def test_a_panel_of_an_openai_and_an_azure_judge_sends_each_its_own_way_and_writes_no_key(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    chat_server.azure_deployments = {"judge-deployment"}
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+    azure = (
+        f"{{name: azure/judge-deployment, base_url: '{chat_server.azure_endpoint}', "
+        f"api_version: {API_VERSION}}}"
+    )
+
+    done = run_app(
+        tmp_path / "run",
+        *panel_run(dataset, openai_entry(chat_server), azure, overrides=("runner.cache=off",)),
+        env=ENV | {"AZURE_OPENAI_API_KEY": AZURE_KEY},
+    )
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    assert (items["status"] == "scored").all()
+    assert set(items["judge"]) == {"panel(mean): openai/gpt-4.1-mini, azure/judge-deployment"}
+    paths = Counter(request.path.split("?")[0] for request in chat_server.requests)
+    assert paths == {
+        "/v1/chat/completions": 3 * 6,
+        "/openai/deployments/judge-deployment/chat/completions": 3 * 6,
+    }
+    azure_requests = [r for r in chat_server.requests if r.path.startswith("/openai/")]
+    assert all(r.headers["api-key"] == AZURE_KEY for r in azure_requests)
+    assert {r.step for r in azure_requests} == {"claims", "analyze", "reason"}
+    verdicts = table(tmp_path / "run", "coverage")
+    assert set(verdicts["judge"]) == {"openai/gpt-4.1-mini", "azure/judge-deployment"}
+    assert_nowhere([AZURE_KEY, ENV["OPENAI_API_KEY"]], tmp_path / "run", done.stdout, done.stderr)
+
+
+def test_a_panel_run_stopped_by_its_budget_resumes_to_the_tables_of_an_unstopped_run(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+    entries = (openai_entry(chat_server), "offline")
+    common = ("runner.max_items_in_flight=1", f"runner.cache_path={tmp_path / 'c'}")
+    whole = run_app(tmp_path / "whole", *panel_run(dataset, *entries, overrides=common), env=ENV)
+    assert whole.returncode == 0, whole.stderr
+    budget = sum(manifest_of(tmp_path / "whole")["tokens"].values()) // 2
+    run_dir = tmp_path / "run"
+    fresh = ("runner.max_items_in_flight=1", "runner.cache=off")
+
+    stopped = run_app(
+        run_dir,
+        *panel_run(dataset, *entries, overrides=(*fresh, f"runner.max_tokens={budget}")),
+        env=ENV,
+    )
+    assert stopped.returncode == 4, stopped.stderr
+    resumed = run_app(
+        run_dir,
+        *panel_run(dataset, *entries, overrides=(*fresh, f"runner.resume={run_dir}")),
+        env=ENV,
+    )
+
+    assert resumed.returncode == 0, resumed.stderr
+    for name in ("items", "alignment", "coverage"):
+        columns = ["item_id", "judge", "score"] if name == "items" else None
+        got = table(run_dir, name).drop(columns=["run_id"], errors="ignore")
+        want = table(tmp_path / "whole", name).drop(columns=["run_id"], errors="ignore")
+        keys = ["item_id", "judge", *(["position"] if name != "items" else [])]
+        got, want = (
+            got.sort_values(keys).reset_index(drop=True),
+            want.sort_values(keys).reset_index(drop=True),
+        )
+        shown = columns or [
+            "item_id",
+            "judge",
+            "position",
+            "supported" if name == "alignment" else "answered",
+        ]
+        pd.testing.assert_frame_equal(got[shown], want[shown])
+    assert manifest_of(run_dir)["judge_panel"] == manifest_of(tmp_path / "whole")["judge_panel"]
