@@ -140,7 +140,9 @@ def test_a_panel_of_two_judges_scores_every_item_and_every_table_names_the_judge
     assert set(questions["judge"]) == {"openai/gpt-4.1-mini"}
 
     # The judges' disagreement, as the tables give it, in the manifest and the summary.
-    panel = manifest_of(run_dir)["judge_panel"]
+    written = manifest_of(run_dir)
+    assert written["judge"]["name"] == "panel(mean): openai/gpt-4.1-mini, offline"
+    panel = written["judge_panel"]
     assert panel["judges"] == ["openai/gpt-4.1-mini", "offline"]
     assert panel["aggregate"] == "mean"
     assert panel["items"] == ITEMS
@@ -190,6 +192,8 @@ def test_the_median_of_three_judges_is_each_items_middle_judge(
     aggregates = table(run_dir, "aggregates").set_index("metric")
     assert aggregates.loc["score", "mean"] == pytest.approx(median["score"].mean())
     assert manifest_of(run_dir)["judge_panel"]["aggregate"] == "median"
+    # A median panel is not its judges' mean panel: the manifest names the aggregate.
+    assert manifest_of(run_dir)["judge"]["name"].startswith("panel(median): ")
 
 
 def test_the_cache_keeps_each_judges_replies_and_a_rerun_sends_nothing(

@@ -85,6 +85,9 @@ class JudgeStack:
         # Hears of each provider batch as it is created and as it ends (the journal).
         self.on_batch: Callable[[BatchRecord], None] | None = None
         self._wrapped: dict[int, Judge] = {}
+        # Each panel's name, and the judges of panels (their names are the panel's).
+        self._panels: set[str] = set()
+        self._in_panels: set[int] = set()
         self._banks: dict[int, QuestionBank] = {}
         # Judges this run made (copies without SDK retries): the run closes them.
         self._owned: list[Any] = []
@@ -107,6 +110,8 @@ class JudgeStack:
                     # Each judge of a panel within its own limits, cache and budget; the
                     # questions are its first judge's, whose bank every judge of it reads.
                     members = [self._wrap(member) for member in judge.judges]
+                    self._panels.add(judge.name)
+                    self._in_panels.update(id(member) for member in judge.judges)
                     key, wrapped = id(judge.judges[0]), members[0]
                     scorer = scorer.with_judge(judge.with_judges(members))
                 else:
@@ -286,7 +291,15 @@ class JudgeStack:
 
     @property
     def name(self) -> str | None:
-        names = sorted({judge_name(limited.judge) for limited in self._limited.values()})
+        """The judges' names (a panel's own: ``panel(mean): a, b``), sorted."""
+        names = sorted(
+            {
+                judge_name(limited.judge)
+                for key, limited in self._limited.items()
+                if key not in self._in_panels
+            }
+            | self._panels
+        )
         return ", ".join(names) or None
 
     @property
