@@ -117,7 +117,9 @@ def resolve_model(model: Any) -> Judge | JudgePanel:
     list of judges, a ``JudgePanel``, or a mapping ``{provider: panel, judges: [...],
     aggregate: mean}`` (``model=panel``).
 
-    >>> resolve_model(["offline", {"name": "offline", "support_recall": 0.7}])  # doctest: +ELLIPSIS
+    >>> resolve_model(["offline", {"name": "offline", "support_recall": 0.7}]).names
+    ('offline', 'offline(support_recall=0.7)')
+    >>> resolve_model(["offline", "offline"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     summeval_runner._errors.ConfigError: judges[1] is named 'offline', as judges[0] is: ...
