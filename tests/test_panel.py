@@ -25,6 +25,7 @@ from summeval_runner import (
     OfflineJudge,
     create_summarization_scorer,
     estimate_evals,
+    merge_runs,
     run_evals,
     write_report,
 )
@@ -554,3 +555,75 @@ def test_a_panel_run_stopped_by_its_budget_resumes_to_the_tables_of_an_unstopped
         ]
         pd.testing.assert_frame_equal(got[shown], want[shown])
     assert manifest_of(run_dir)["judge_panel"] == manifest_of(tmp_path / "whole")["judge_panel"]
+
+
+def panel_data(count: int) -> list[dict[str, Any]]:
+    sources = [f"Source number {i}. It has a second sentence about {i}." for i in range(count)]
+    return [
+        {"id": f"d{i}", "input": s, "output": s.split(". ")[0] + "."} for i, s in enumerate(sources)
+    ]
+
+
+def offline_and_fake() -> list[Any]:
+    return [OfflineJudge(), scripted_judge("fake", supported=True, answered=(True, False))]
+
+
+def test_shards_of_a_panel_merge_to_the_figures_of_one_run(tmp_path: Path) -> None:
+    data = panel_data(10)
+    whole = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer(offline_and_fake())],
+            data=data,
+            output_dir=tmp_path / "whole",
+        )
+    )
+    for index in range(2):
+        asyncio.run(
+            run_evals(
+                scorers=[create_summarization_scorer(offline_and_fake())],
+                data=data,
+                output_dir=tmp_path / f"shard{index}",
+                shard=f"{index}/2",
+            )
+        )
+
+    merged = merge_runs([tmp_path / "shard0", tmp_path / "shard1"], tmp_path / "merged")
+
+    assert merged.counts.scored == 10
+    assert (
+        manifest_of(tmp_path / "merged")["judge_panel"]
+        == manifest_of(tmp_path / "whole")["judge_panel"]
+    )
+    assert whole.judge_panel is not None
+    assert whole.judge_panel.items == 10
+    for name in ("alignment", "coverage"):
+        rows = pd.read_parquet(merged.tables[name])
+        assert set(rows["judge"]) == {"offline", "fake"}
+        want = table(tmp_path / "whole", name)
+        assert len(rows) == len(want)
+
+
+def test_trials_and_transcripts_of_a_panel_keep_each_judge_apart(tmp_path: Path) -> None:
+    result = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer(offline_and_fake())],
+            data=panel_data(3),
+            output_dir=tmp_path / "run",
+            trials=2,
+            transcripts=True,
+        )
+    )
+
+    assert result.counts.scored == 3
+    assert result.judge_noise is not None
+    assert result.judge_noise.trials == 2
+    assert result.judge_panel is not None
+    assert result.judge_panel.items == 3 * 2  # every trial of every item
+    items = table(tmp_path / "run", "items")
+    assert sorted(items["trial"]) == [0, 0, 0, 1, 1, 1]
+    transcripts = table(tmp_path / "run", "transcripts")
+    per_judge = transcripts.groupby(["item_id", "trial", "judge"])["request"].apply(list)
+    # Each judge's three requests in each trial, numbered from 0.
+    assert len(per_judge) == 3 * 2 * 2
+    assert all(requests == [0, 1, 2] for requests in per_judge)
+    assert set(transcripts["judge"]) == {"offline", "fake"}
