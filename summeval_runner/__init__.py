@@ -28,7 +28,7 @@ from summeval_runner._io._compare import compare_runs
 from summeval_runner._io._datasets import DatasetError, DatasetFile, FieldMap, Item, load_dataset
 from summeval_runner._io._gate import GateVerdict, gate_comparison
 from summeval_runner._io._history import load_history
-from summeval_runner._io._manifest import JudgeNoise, Manifest, RunCost
+from summeval_runner._io._manifest import JudgeNoise, Manifest, PanelDisagreement, RunCost
 from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
 from summeval_runner._io._report import write_report
@@ -37,6 +37,7 @@ from summeval_runner._judges._azure import AzureJudge, AzureJudgeConfig
 from summeval_runner._judges._fake import FakeJudge
 from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, OpenAIJudgeConfig
+from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._protocol import (
     AnalyzeInput,
     AnalyzeStepResult,
@@ -59,7 +60,12 @@ from summeval_runner._runner._agreement import (
     judge_agreement,
     judge_agreement_sync,
 )
-from summeval_runner._runner._estimate import RunEstimate, estimate_evals, estimate_evals_sync
+from summeval_runner._runner._estimate import (
+    JudgeEstimate,
+    RunEstimate,
+    estimate_evals,
+    estimate_evals_sync,
+)
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._run import EvalRunResult, Scorer, run_evals, run_evals_sync
@@ -114,9 +120,11 @@ __all__ = [
     "JudgeAuthError",
     "JudgeConnectionError",
     "JudgeError",
+    "JudgeEstimate",
     "JudgeExchange",
     "JudgeNoise",
     "JudgeOutputError",
+    "JudgePanel",
     "JudgeReply",
     "JudgeRequest",
     "JudgeUnavailableError",
@@ -128,6 +136,7 @@ __all__ = [
     "OfflineSettings",
     "OpenAIJudge",
     "OpenAIJudgeConfig",
+    "PanelDisagreement",
     "PreprocessInput",
     "PreprocessStepResult",
     "Price",

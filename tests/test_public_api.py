@@ -47,6 +47,8 @@ PUBLIC = {
     "report_target_usage",
     "BudgetExhaustedError",
     "JudgeNoise",
+    "JudgeEstimate",
+    "PanelDisagreement",
     # the runner, its options and datasets
     "run_evals",
     "run_evals_sync",
@@ -89,6 +91,7 @@ PUBLIC = {
     "AnthropicJudge",
     "AnthropicJudgeConfig",
     "FakeJudge",
+    "JudgePanel",
     # errors
     "SummevalError",
     "ConfigError",

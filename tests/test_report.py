@@ -93,7 +93,7 @@ def write_run(
         if cost_columns:
             row |= {"judge_cost": item.cost[0], "target_cost": item.cost[1]}
         rows.append(row)
-        where = key | {"item_id": item.id}
+        where = key | {"item_id": item.id, "judge": "offline"}
         for position, (claim, supported, why) in enumerate(item.claims):
             claims.append(
                 where

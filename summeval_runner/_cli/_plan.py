@@ -25,7 +25,7 @@ from summeval_runner._cli._config import fixed_keys, label_name, override_key
 from summeval_runner._cli._sweep import MULTIRUN
 from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._io._datasets import DatasetFile, FieldMap
-from summeval_runner._judges._resolve import resolve_judge
+from summeval_runner._judges._panel import resolve_model
 from summeval_runner._runner._estimate import RunEstimate, estimate_evals
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult, run_evals
@@ -164,7 +164,7 @@ def plan(cfg: DictConfig, job: HydraJob) -> Plan:
 def build_scorer(cfg: DictConfig) -> SummarizationScorer:
     """The summarization scorer of the ``model`` (the judge) and ``scorer`` groups."""
     try:
-        judge = resolve_judge(_judge_settings(cfg.model))
+        judge = resolve_model(_judge_settings(cfg.model))
     except ConfigError as error:
         raise ConfigError(f"model: {error}") from None
     try:

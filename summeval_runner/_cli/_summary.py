@@ -72,12 +72,21 @@ def format_estimate(estimate: RunEstimate) -> str:
     lines.append(
         f"  judge tokens    {estimate.input_tokens:,} in, {estimate.output_tokens:,} out"
     )
+    if len(estimate.judges) > 1:
+        # A panel: each judge's part.
+        for name, part in estimate.judges.items():
+            lines.append(
+                f"    {name}: {part.requests:,} to send ({part.input_tokens:,} tokens in, "
+                f"{part.output_tokens:,} out), {part.cached:,} cached, {_dollars(part.cost)}"
+            )
     price = estimate.price
     at = (
         f" at ${price.input:g} in, ${price.output:g} out per million tokens"
         + (f", the Batch API's {price.batch:g} of that" if estimate.batch else "")
         + (f" ({estimate.price_source})" if estimate.price_source else "")
         if price is not None
+        else " (each judge at its own price)"
+        if len(estimate.judges) > 1 and estimate.judge_cost is not None
         else " (the judge's price is not known: set model.price)"
     )
     lines.append(f"  judge cost      {_dollars(estimate.judge_cost)}{at}")
@@ -167,6 +176,8 @@ def _print_aggregates(aggregates: Path, manifest: Manifest) -> None:
     noise = manifest.judge_noise
     if noise is not None:
         print(judge_noise_line(noise))
+    if manifest.judge_panel is not None:
+        print(manifest.judge_panel.describe())
 
 
 def judge_noise_line(noise: JudgeNoise) -> str:

@@ -322,6 +322,50 @@ class JudgeNoise(_Part):
         return self.questions_changed / self.questions_compared if self.questions_compared else None
 
 
+class PanelDisagreement(_Part):
+    """How much the judges of a panel (``JudgePanel``) disagreed, for the summarization scorer.
+
+    ``judges``: the panel's judges, in its order (the first drew the questions); ``aggregate``:
+    how an item's figures were combined from theirs. ``items``: items (each trial apart) that
+    every judge scored. ``score_spread_mean`` and ``score_spread_max``: the mean and the
+    largest, over those items, of the spread of an item's scores across the judges (highest
+    less lowest). ``judge_means``: each judge's mean score over those items.
+    ``questions_compared``: the coverage questions those items were asked (every judge answered
+    the same ones), and ``questions_split`` those the judges did not all answer alike. Claims
+    are not compared: each judge finds its own.
+    """
+
+    judges: tuple[str, ...]
+    aggregate: str
+    items: int = 0
+    score_spread_mean: float | None = None
+    score_spread_max: float | None = None
+    judge_means: dict[str, float | None] = {}
+    questions_compared: int = 0
+    questions_split: int = 0
+
+    @property
+    def questions_split_share(self) -> float | None:
+        return self.questions_split / self.questions_compared if self.questions_compared else None
+
+    def describe(self) -> str:
+        """The figures in a line, as the run's summary and the report show them."""
+        spread = "n/a" if self.score_spread_mean is None else f"{self.score_spread_mean:.3f}"
+        top = "" if self.score_spread_max is None else f" (at most {self.score_spread_max:.3f})"
+        share = self.questions_split_share
+        means = ", ".join(
+            f"{judge} {'n/a' if mean is None else f'{mean:.3f}'}"
+            for judge, mean in self.judge_means.items()
+        )
+        return (
+            f"panel of {len(self.judges)} judges ({self.aggregate}): score spread {spread} per "
+            f"item{top} over {self.items} items; questions answered differently "
+            f"{self.questions_split} of {self.questions_compared}"
+            + (f" ({share:.1%})" if share is not None else "")
+            + f"; mean score per judge: {means}"
+        )
+
+
 class Resources(_Part):
     """What this part of the run cost the machine (a resumed run's earlier parts excluded)."""
 
@@ -394,6 +438,8 @@ class Manifest(_Part):
     cost: RunCost | None = None
     # With RunOptions.trials > 1: how much the judge's repeated judgments of an item disagreed.
     judge_noise: JudgeNoise | None = None
+    # With a panel of judges: how much its judges disagreed.
+    judge_panel: PanelDisagreement | None = None
     resources: Resources | None = None
     tables: dict[str, str] = {}
     merged_at: Timestamp | None = None

@@ -45,6 +45,7 @@ from summeval_runner._io._manifest import (
     Manifest,
     MergedShard,
     Missing,
+    PanelDisagreement,
     RunCost,
     TokenTotals,
     config_differences,
@@ -295,7 +296,10 @@ def merge_runs(
             question_conflicts=asked.conflicts(),
             by=runs[0].by,
         )
-        write_runs_table(building, _write_manifest(building, runs, merged, unfinished, noise))
+        write_runs_table(
+            building,
+            _write_manifest(building, runs, merged, unfinished, noise, compacted.noise.panel()),
+        )
         if out.exists():
             out.rmdir()  # checked empty above
         os.replace(building, out)
@@ -410,6 +414,7 @@ def _write_manifest(
     merged: MergedRun,
     unfinished: int,
     noise: JudgeNoise | None,
+    panel: PanelDisagreement | None = None,
 ) -> Manifest:
     first = runs[0].manifest
     config = dict(first.config)
@@ -453,6 +458,7 @@ def _write_manifest(
         hook_errors=sum(run.manifest.hook_errors for run in runs),
         means=score_means(building / merged.tables["aggregates"].name),
         judge_noise=noise,
+        judge_panel=panel,
         judge=JudgeTraffic(
             name=first.judge.name if first.judge else None,
             requests=_sum(runs, "requests"),

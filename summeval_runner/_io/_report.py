@@ -279,7 +279,13 @@ def _runs_section(
             f'<div class="muted small">judge {_e(money(cost.judge, cost.currency))}, '
             f"target {_e(money(cost.target, cost.currency))}</div></td>"
             f"<td>{_e(judge)}<div class='muted small'>prompts "
-            f"{_e(run.manifest.prompt_version or 'not recorded')}</div></td>"
+            f"{_e(run.manifest.prompt_version or 'not recorded')}</div>"
+            + (
+                f"<div class='muted small panel'>{_e(run.manifest.judge_panel.describe())}</div>"
+                if run.manifest.judge_panel is not None
+                else ""
+            )
+            + "</td>"
             f"<td class='when'>{_e(run.started_at.strftime('%Y-%m-%d %H:%M'))} UTC</td></tr>"
         )
     return (

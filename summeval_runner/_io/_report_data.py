@@ -93,15 +93,19 @@ def _verdicts(run_dir: Path, table: str, columns: list[str]) -> dict[str, list[l
     path = run_dir / f"{table}.parquet"
     if not path.exists():
         return {}
-    trials = "trial" in pq.read_schema(path).names
-    frame = pq.read_table(
-        path, columns=["item_id", "scorer_id", "position", *columns, *(["trial"] if trials else [])]
-    )
+    names = pq.read_schema(path).names
+    trials, judged = "trial" in names, "judge" in names
+    extra = [*(["trial"] if trials else []), *(["judge"] if judged else [])]
+    frame = pq.read_table(path, columns=["item_id", "scorer_id", "position", *columns, *extra])
     frame = frame.filter(pc.equal(frame["scorer_id"], SUMMARIZATION_SCORER_ID))
     if trials:
         # An item judged in several trials shows its first trial's verdicts (its texts and
         # reason are the first trial's too); its scores are the mean over them.
         frame = frame.filter(pc.equal(frame["trial"], 0))
+    if judged and frame.num_rows:
+        # A panel's item shows its first judge's verdicts (that judge's rows come first, and
+        # it drew the questions), as one judged in trials shows its first trial's.
+        frame = frame.filter(pc.equal(frame["judge"], frame["judge"][0]))
     frame = frame.sort_by([("item_id", "ascending"), ("position", "ascending")])
     found: dict[str, list[list[Any]]] = {}
     values = [frame[name].to_pylist() for name in columns]

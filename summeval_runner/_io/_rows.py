@@ -164,9 +164,11 @@ def rows_of(
         elif outcome.summarization is not None:
             result = outcome.summarization
             row |= _summarization_columns(result)
-            rows["alignment"] += _alignment_rows(result, keys)
-            rows["coverage"] += _coverage_rows(result, keys)
-            rows["transcripts"] += _transcript_rows(result.transcript, keys)
+            # A panel's verdicts are each judge's, every row naming its judge.
+            for judged in result.panel or (result,):
+                rows["alignment"] += _alignment_rows(judged, keys)
+                rows["coverage"] += _coverage_rows(judged, keys)
+                rows["transcripts"] += _transcript_rows(judged.transcript, keys)
         rows["items"].append(row)
     return rows
 
@@ -185,6 +187,9 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
     pre, ana = result.preprocess_step_result, result.analyze_step_result
     asked = len(result.asked_questions)
     usage = result.usage
+    # A panel's row: its figures the aggregate of its judges'; the claims and answers are each
+    # judge's (alignment.parquet, coverage.parquet), so it counts only the questions they share.
+    panel = bool(result.panel)
     columns = {
         "status": result.status,
         "score": result.score,
@@ -192,7 +197,7 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
         "coverage_score": result.coverage_score,
         "claims": len(pre.alignment) if pre else None,
         "supported_claims": sum(v.supported for v in pre.alignment) if pre else None,
-        "questions": asked if pre else None,
+        "questions": asked if pre or (panel and result.panel[0].preprocess_step_result) else None,
         "answered_questions": sum(v.answered for v in ana.coverage[:asked]) if ana else None,
         "reason": result.reason,
         "source": result.source,
@@ -220,7 +225,14 @@ def _alignment_rows(result: SummarizationResult, keys: dict[str, Any]) -> list[d
     if result.preprocess_step_result is None:
         return []
     return [
-        keys | {"position": i, "claim": v.claim, "supported": v.supported, "reason": v.reason}
+        keys
+        | {
+            "judge": result.judge,
+            "position": i,
+            "claim": v.claim,
+            "supported": v.supported,
+            "reason": v.reason,
+        }
         for i, v in enumerate(result.preprocess_step_result.alignment)
     ]
 
@@ -235,6 +247,7 @@ def _coverage_rows(result: SummarizationResult, keys: dict[str, Any]) -> list[di
         rows.append(
             keys
             | {
+                "judge": result.judge,
                 "position": i,
                 "question": question,
                 "answered": bool(verdict and verdict.answered),

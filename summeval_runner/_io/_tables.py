@@ -102,7 +102,12 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                     pa.string(),
                     "the summary that was judged; null when nothing was judged",
                 ),
-                described("judge", pa.string(), "the judge that scored the item"),
+                described(
+                    "judge",
+                    pa.string(),
+                    "the judge that scored the item; a panel's name (panel(mean): a, b), its "
+                    "judges' verdicts in alignment and coverage",
+                ),
                 described("prompt_version", pa.string(), "the version of the judge's prompts"),
                 described("max_questions", pa.int32(), "the scorer's max_questions"),
                 described("scale", pa.float64(), "the scorer's scale"),
@@ -169,6 +174,12 @@ ALIGNMENT_SCHEMA = for_pandas(
         [
             *_key_fields(),
             described(
+                "judge",
+                pa.string(),
+                "the judge of this verdict (each judge's own in a panel; items names the panel)",
+                nullable=False,
+            ),
+            described(
                 "position",
                 pa.int32(),
                 "the claim's place in the judge's list, from 0",
@@ -184,6 +195,12 @@ COVERAGE_SCHEMA = for_pandas(
     pa.schema(
         [
             *_key_fields(),
+            described(
+                "judge",
+                pa.string(),
+                "the judge of this verdict (each judge's own in a panel; items names the panel)",
+                nullable=False,
+            ),
             described("position", pa.int32(), "the question's place, from 0", nullable=False),
             described(
                 "question", pa.string(), "a closed question drawn from the source", nullable=False

@@ -26,6 +26,7 @@ from summeval_runner._io._agreement import (
     write_agreement,
 )
 from summeval_runner._io._ratings import HumanRatings, RatedSummary
+from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._protocol import judge_name
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult, run_evals
@@ -112,7 +113,7 @@ async def judge_agreement(
     sha256 = human.sha256()
     chosen = scorer if scorer is not None else create_summarization_scorer("offline")
     base = _baseline(baseline, sha256, [row.id for row in rated])
-    label = judge_name(chosen.judge)
+    label = chosen.judge.name if isinstance(chosen.judge, JudgePanel) else judge_name(chosen.judge)
     run = await run_evals(
         scorers=[chosen],
         data=[_item(row) for row in rated],

@@ -20,6 +20,7 @@ from summeval_runner._errors import (
 from summeval_runner._io._datasets import Item
 from summeval_runner._io._noise import NoiseTally
 from summeval_runner._io._rows import ItemRecord
+from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._protocol import Price, TokenUsage
 from summeval_runner._runner._batches import IdleWatch
 from summeval_runner._runner._items import shown
@@ -164,7 +165,8 @@ class Batch:
         # How the trials of each item disagreed, for a run with no directory (a recorded run
         # counts it from its journal, every part of it).
         self.trials = options.trials
-        self.noise = NoiseTally() if options.trials > 1 and recorder is None else None
+        panel = any(isinstance(getattr(s, "judge", None), JudgePanel) for s in scorers)
+        self.noise = NoiseTally() if (options.trials > 1 or panel) and recorder is None else None
         # What stops the run at once: a judge that no call can reach or that refuses the key
         # (every later call would fail the same way), or an item that could not be recorded.
         self.fatal: list[BaseException] = []

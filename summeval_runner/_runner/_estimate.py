@@ -22,6 +22,7 @@ from typing import Any
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._datasets import Item
 from summeval_runner._judges._openai import estimate_tokens
+from summeval_runner._judges._panel import JudgePanel, judges_of
 from summeval_runner._judges._prices import looked_up_price
 from summeval_runner._judges._protocol import (
     AnalyzeInput,
@@ -112,6 +113,19 @@ class StepEstimate:
 
 
 @dataclass
+class JudgeEstimate:
+    """One judge's part of an estimate (each judge of a panel has its own): its requests, those
+    the cache answers, the tokens of those sent, and their cost (``None``: its price is not
+    known)."""
+
+    requests: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = 0.0
+
+
+@dataclass
 class RunEstimate:
     """What a run would send and spend, estimated before any call (``estimate_evals``).
 
@@ -119,7 +133,8 @@ class RunEstimate:
     ``claims``: claims only, the source's questions being shared, ``analyze``, ``reason``).
     Costs are in US dollars, ``None`` where the price is not known; ``batch`` prices the
     judge's calls at its Batch API share. ``assumptions`` says what was taken for what could not
-    be known.
+    be known. ``judges`` is each judge's part, by name: the judge's alone, or each of a panel's
+    (whose ``price`` is then ``None``: each judge has its own).
     """
 
     items: int
@@ -138,6 +153,7 @@ class RunEstimate:
     assumptions: list[str] = field(default_factory=list)
     # Where the judge's price came from when it was not given: the price table's version.
     price_source: str | None = None
+    judges: dict[str, JudgeEstimate] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -172,6 +188,10 @@ class _EstimatingJudge:
         identity: Mapping[str, Any] | None,
     ) -> None:
         self.name = judge_name(judge)
+        self._price = judge_price(judge)
+        self._mine = estimate.judges.setdefault(
+            self.name, JudgeEstimate(cost=0.0 if self._price is not None else None)
+        )
         self._estimate = estimate
         self._cache = cache
         self._identity = identity
@@ -183,14 +203,20 @@ class _EstimatingJudge:
             cached = self._cache.get(request_key(self._identity, request))
             if cached is not None:
                 step.cached += 1
+                self._mine.cached += 1
                 return replace(cached, cost=0.0)
         content = model_reply(request)
         usage = TokenUsage(request_tokens(request), reply_tokens(content))
         step.requests += 1
         step.input_tokens += usage.input_tokens
         step.output_tokens += usage.output_tokens
-        price = self._estimate.price
+        mine = self._mine
+        mine.requests += 1
+        mine.input_tokens += usage.input_tokens
+        mine.output_tokens += usage.output_tokens
+        price = self._price
         cost = price.cost(usage, batch=self._estimate.batch) if price is not None else None
+        mine.cost = add_costs((mine.cost, cost))
         self._estimate.judge_cost = add_costs((self._estimate.judge_cost, cost))
         return JudgeReply(content=content, usage=usage, cost=cost)
 
@@ -230,7 +256,8 @@ async def estimate_evals(
     """Estimate the judge requests, tokens and cost of ``run_evals`` with the same arguments,
     making no judge call and calling no agent; the data is checked as a run checks it.
 
-    Only the first scorer that takes a judge is estimated (the summarization scorer). The
+    Only the first scorer that takes a judge is estimated (the summarization scorer); each
+    judge of a panel is counted on its own (``RunEstimate.judges``). The
     response cache is read (never written) when ``options.cache`` reads: requests it answers
     are counted apart, at no cost.
     """
@@ -240,34 +267,44 @@ async def estimate_evals(
         raise ConfigError("estimate_evals needs a scorer that takes a judge, got none")
     scorer = judged[0]
     judge = scorer.judge
+    members = judges_of(judge)
+    panel = isinstance(judge, JudgePanel)
     by = shard_rule(scorers, target is not None, opts.shard)
     items = prepare(data, scorers, target is not None, opts.shard, None, by or "id")
     estimate = RunEstimate(
         items=0,
         scorable=0,
         trials=opts.trials,
-        judge=judge_name(judge),
-        price=judge_price(judge),
+        judge=judge.name if isinstance(judge, JudgePanel) else judge_name(judge),
+        price=None if panel else judge_price(members[0]),
         batch=opts.mode == "batch",
     )
-    if estimate.price is None:
+    if any(judge_price(member) is None for member in members):
         estimate.judge_cost = None
-    known = looked_up_price(judge)
+    known = None if panel else looked_up_price(members[0])
     if known is not None:
         estimate.price_source = f"{known.source}'s price for {known.model}"
-    identity = cache_identity(judge)
+    identities = [cache_identity(member) for member in members]
+    # The questions are the first judge's (a panel's first draws them).
+    identity, first_name = identities[0], judge_name(members[0])
     cache = None
     agent_cached = callable(getattr(target, "with_cache", None))
-    if opts.cache in ("read", "readwrite") and (identity is not None or agent_cached):
+    cached_judge = any(each is not None for each in identities)
+    if opts.cache in ("read", "readwrite") and (cached_judge or agent_cached):
         path = opts.cache_path or default_cache_path()
         if path.exists():
             cache = ResponseCache(path, "read")
     try:
-        wrapped = _EstimatingJudge(judge, estimate, cache if identity else None, identity)
-        bound = scorer.with_judge(wrapped)
+        wrapped = [
+            _EstimatingJudge(member, estimate, cache if each else None, each)
+            for member, each in zip(members, identities, strict=True)
+        ]
+        bound = scorer.with_judge(
+            judge.with_judges(wrapped) if isinstance(judge, JudgePanel) else wrapped[0]
+        )
         if callable(getattr(bound, "with_question_bank", None)):
             store = (
-                CachedQuestions(cache, identity, estimate.judge)
+                CachedQuestions(cache, identity, first_name)
                 if cache is not None and identity is not None
                 else None
             )

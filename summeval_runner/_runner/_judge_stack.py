@@ -11,6 +11,8 @@ set of limits, and one ``QuestionBank``: a source's coverage questions are drawn
 and run, kept in the journal (``on_questions``) and, for a cached judge, in the response cache.
 An agent that keeps its model calls in the cache (``with_cache``: the LLM summarizer) is given
 the same cache (``bind_target``), so a rerun with another judge or scorer calls no agent again.
+Each judge of a ``JudgePanel`` is wrapped on its own (its limits, its cache keys, the budget
+count it) and reads the bank of the panel's first judge, which draws the questions.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from summeval_runner._io._manifest import (
     PriceUsed,
     merged_lessons,
 )
+from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._prices import GIVEN, looked_up_price
 from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name, judge_price
 from summeval_runner._runner._batches import BatchedJudge, IdleWatch
@@ -54,9 +57,9 @@ class JudgedScorer(Protocol):
     """A scorer whose judge the runner may wrap: the summarization scorer, or a user's own."""
 
     @property
-    def judge(self) -> Judge: ...
+    def judge(self) -> Judge | JudgePanel: ...
 
-    def with_judge(self, judge: Judge) -> Any: ...
+    def with_judge(self, judge: Judge | JudgePanel) -> Any: ...
 
 
 @runtime_checkable
@@ -82,6 +85,9 @@ class JudgeStack:
         # Hears of each provider batch as it is created and as it ends (the journal).
         self.on_batch: Callable[[BatchRecord], None] | None = None
         self._wrapped: dict[int, Judge] = {}
+        # Each panel's name, and the judges of panels (their names are the panel's).
+        self._panels: set[str] = set()
+        self._in_panels: set[int] = set()
         self._banks: dict[int, QuestionBank] = {}
         # Judges this run made (copies without SDK retries): the run closes them.
         self._owned: list[Any] = []
@@ -99,9 +105,19 @@ class JudgeStack:
         bound = []
         for scorer in scorers:
             if isinstance(scorer, JudgedScorer):
-                key = id(scorer.judge)
-                wrapped = self._wrap(scorer.judge)
-                scorer = scorer.with_judge(wrapped)
+                judge = scorer.judge
+                if isinstance(judge, JudgePanel):
+                    # Each judge of a panel within its own limits, cache and budget; the
+                    # questions are its first judge's, whose bank every judge of it reads.
+                    members = [self._wrap(member) for member in judge.judges]
+                    self._panels.add(judge.name)
+                    self._in_panels.update(id(member) for member in judge.judges)
+                    key, wrapped = id(judge.judges[0]), members[0]
+                    scorer = scorer.with_judge(judge.with_judges(members))
+                else:
+                    key = id(judge)
+                    wrapped = self._wrap(judge)
+                    scorer = scorer.with_judge(wrapped)
                 with_bank = getattr(scorer, "with_question_bank", None)
                 if callable(with_bank):
                     scorer = with_bank(self._bank(key, wrapped))
@@ -275,7 +291,15 @@ class JudgeStack:
 
     @property
     def name(self) -> str | None:
-        names = sorted({judge_name(limited.judge) for limited in self._limited.values()})
+        """The judges' names (a panel's own: ``panel(mean): a, b``), sorted."""
+        names = sorted(
+            {
+                judge_name(limited.judge)
+                for key, limited in self._limited.items()
+                if key not in self._in_panels
+            }
+            | self._panels
+        )
         return ", ".join(names) or None
 
     @property

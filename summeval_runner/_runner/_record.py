@@ -353,6 +353,7 @@ class RunRecorder:
                     "hook_errors": self.manifest.hook_errors + hook_errors,
                     "means": score_means(compacted.tables["aggregates"]),
                     "judge_noise": compacted.noise.result(self._options.trials),
+                    "judge_panel": compacted.noise.panel(),
                     # Every attempt of every part: retried, failed and killed requests too.
                     "judge": traffic.judge_traffic(judges.traffic(self.manifest.judge)),
                     "tokens": judge_tokens(traffic),

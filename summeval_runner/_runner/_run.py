@@ -26,10 +26,12 @@ from summeval_runner._io._manifest import (
     JudgeNoise,
     JudgeTraffic,
     Manifest,
+    PanelDisagreement,
     RunCost,
     RunStatus,
     TokenTotals,
 )
+from summeval_runner._judges._panel import judges_of
 from summeval_runner._judges._protocol import Price, judge_price
 from summeval_runner._runner._batch import Batch, Hook
 from summeval_runner._runner._items import prepare, shard_rule
@@ -74,7 +76,8 @@ class EvalRunResult:
     finished because the run was told to stop; ``status`` is then ``interrupted``.
     ``judge_traffic`` counts the requests sent to the judges (retries included), the retries,
     the 429s and the cache's hits. ``judge_noise``, with several trials of each item, how much
-    they disagreed. For a run written to a directory, ``run_dir``, its ``manifest`` and its
+    they disagreed; ``judge_panel``, with a panel of judges, how much its judges disagreed. For a
+    run written to a directory, ``run_dir``, its ``manifest`` and its
     ``tables`` (name -> Parquet path). ``budget_exhausted`` when a budget stopped the run,
     ``budget_limit`` naming it (``max_cost`` or ``max_tokens``).
     """
@@ -91,6 +94,7 @@ class EvalRunResult:
     manifest: Manifest | None = None
     tables: Mapping[str, Path] = field(default_factory=dict)
     judge_noise: JudgeNoise | None = None
+    judge_panel: PanelDisagreement | None = None
     cost: RunCost = field(default_factory=RunCost)
     target_tokens: TokenTotals = field(default_factory=TokenTotals)
     budget_exhausted: bool = False
@@ -353,6 +357,7 @@ def _result(
             manifest=manifest,
             tables=tables,
             judge_noise=manifest.judge_noise,
+            judge_panel=manifest.judge_panel,
             cost=manifest.cost or RunCost(),
             target_tokens=manifest.target_tokens or TokenTotals(),
             budget_exhausted=budget_exhausted,
@@ -373,6 +378,7 @@ def _result(
         max_error_rate=opts.max_error_rate,
         judge_traffic=judges.traffic(),
         judge_noise=batch.noise.result(opts.trials) if batch.noise is not None else None,
+        judge_panel=batch.noise.panel() if batch.noise is not None else None,
         cost=spent.cost(),
         target_tokens=TokenTotals(
             input=spent.target_input_tokens, output=spent.target_output_tokens
@@ -465,12 +471,21 @@ def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str
     return "completed", None
 
 
+def _judges(scorers: Sequence[Scorer]) -> list[Any]:
+    """Every judge that makes the scorers' calls: each of a panel's."""
+    found: list[Any] = []
+    for scorer in scorers:
+        judge = getattr(scorer, "judge", None)
+        if judge is not None:
+            found += judges_of(judge)
+    return found
+
+
 def _unpriced(scorers: Sequence[Scorer], target: Any) -> dict[str, float]:
     """Traffic counts that mark this part's cost not known: a judge without a price, an agent
     with a price setting left unset (the LLM summarizer's ``target.price``)."""
     counts: dict[str, float] = {}
-    judges = [getattr(scorer, "judge", None) for scorer in scorers]
-    if any(judge is not None and judge_price(judge) is None for judge in judges):
+    if any(judge_price(judge) is None for judge in _judges(scorers)):
         counts["judge_unpriced"] = 1
     if target is not None and hasattr(target, "price") and not isinstance(target.price, Price):
         counts["target_unpriced"] = 1
@@ -482,9 +497,8 @@ def _check_budget(opts: RunOptions, scorers: Sequence[Scorer], target: Any) -> N
     judge's (or an agent's that has a price setting) is not known."""
     if opts.max_cost is None:
         return
-    for scorer in scorers:
-        judge = getattr(scorer, "judge", None)
-        if judge is not None and judge_price(judge) is None:
+    for judge in _judges(scorers):
+        if judge_price(judge) is None:
             raise ConfigError(
                 f"max_cost ({opts.max_cost:g} USD) needs the judge's price, and judge "
                 f"{getattr(judge, 'name', type(judge).__name__)} has none: give its price per "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from summeval_runner._judges._panel import Aggregate
 from summeval_runner._judges._protocol import (
     AnalyzeStepResult,
     PreprocessStepResult,
@@ -253,6 +255,40 @@ def score_of(alignment: float, coverage: float, scale: float) -> float:
     return min(alignment, coverage) * scale
 
 
+def panel_figure(values: Iterable[float | None], aggregate: Aggregate) -> float | None:
+    """A panel's figure from its judges' own: their mean or median; ``None`` unless every judge
+    has one (an evaluation a judge failed is the panel's error, never a figure of the others).
+
+    >>> panel_figure([0.5, 1.0], "mean"), panel_figure([0.2, 0.5, 1.0], "median")
+    (0.75, 0.5)
+    >>> panel_figure([0.5, None], "mean") is None
+    True
+    """
+    numbers = list(values)
+    if not numbers or any(number is None for number in numbers):
+        return None
+    known = [number for number in numbers if number is not None]
+    return statistics.fmean(known) if aggregate == "mean" else statistics.median(known)
+
+
+def add_usage(usages: Iterable[Usage]) -> Usage:
+    """Usage added up step by step (a panel's, over its judges)."""
+    steps: dict[str, StepUsage] = {}
+    for usage in usages:
+        for step in ("preprocess", "analyze", "reason"):
+            mine, so_far = getattr(usage, step), steps.get(step, StepUsage())
+            steps[step] = StepUsage(
+                calls=so_far.calls + mine.calls,
+                input_tokens=so_far.input_tokens + mine.input_tokens,
+                output_tokens=so_far.output_tokens + mine.output_tokens,
+                reasoning_tokens=so_far.reasoning_tokens + mine.reasoning_tokens,
+                latency_s=so_far.latency_s + mine.latency_s,
+                retries=so_far.retries + mine.retries,
+                cost=add_costs((so_far.cost, mine.cost)),
+            )
+    return Usage(**steps)
+
+
 class SummarizationResult(_Frozen):
     """The outcome of one evaluation.
 
@@ -264,6 +300,13 @@ class SummarizationResult(_Frozen):
     evaluation of the same source (``questions="per_source"``), not by this one's preprocess call.
     ``transcript`` holds every judge request the evaluation made, in order, when transcripts
     were asked for (``RunOptions.transcripts``); it is empty otherwise.
+
+    A panel's result (``JudgePanel``) holds each judge's own result in ``panel``, in the panel's
+    order (the first drew the questions); its ``judge`` is the panel's name, its
+    ``alignment_score``, ``coverage_score`` and ``score`` the ``aggregate`` (mean or median) of
+    the judges', its status an error when any judge's is (``error`` is the first failure), its
+    usage and transcript theirs together. Its own step results are ``None``: the verdicts are
+    each judge's.
 
     >>> result = SummarizationResult(status="unscorable", score=0.0, reason="The summary is empty.",
     ...                              max_questions=10, scale=1.0, judge="offline",
@@ -287,24 +330,35 @@ class SummarizationResult(_Frozen):
     summary: str | None = None
     questions_shared: bool = False
     transcript: tuple[JudgeExchange, ...] = ()
+    panel: tuple[SummarizationResult, ...] = ()
+    aggregate: Aggregate = "mean"
 
     @property
     def asked_questions(self) -> tuple[str, ...]:
-        """The questions coverage was measured on (the first ``max_questions``)."""
+        """The questions coverage was measured on (the first ``max_questions``); a panel's are
+        those its first judge drew, which every judge answered."""
+        if self.panel:
+            return self.panel[0].asked_questions
         if self.preprocess_step_result is None:
             return ()
         return asked_questions(self.preprocess_step_result.questions, self.max_questions)
 
     @property
     def alignment_score(self) -> float | None:
-        """Supported claims / claims, or ``None`` when the claims were not judged."""
+        """Supported claims / claims, or ``None`` when the claims were not judged; a panel's:
+        the aggregate of its judges'."""
+        if self.panel:
+            return panel_figure((r.alignment_score for r in self.panel), self.aggregate)
         if self.preprocess_step_result is None:
             return None
         return alignment_of(self.preprocess_step_result)
 
     @property
     def coverage_score(self) -> float | None:
-        """Answered questions / N, or ``None`` when the questions were not answered."""
+        """Answered questions / N, or ``None`` when the questions were not answered; a panel's:
+        the aggregate of its judges'."""
+        if self.panel:
+            return panel_figure((r.coverage_score for r in self.panel), self.aggregate)
         if self.preprocess_step_result is None or self.analyze_step_result is None:
             return None
         return coverage_of(

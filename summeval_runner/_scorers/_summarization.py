@@ -6,7 +6,7 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar, get_args
 
@@ -20,6 +20,7 @@ from summeval_runner._errors import (
     JudgeOutputError,
     JudgeUnavailableError,
 )
+from summeval_runner._judges._panel import JudgePanel, resolve_model
 from summeval_runner._judges._protocol import (
     REPLY_MODELS,
     AnalyzeInput,
@@ -43,8 +44,8 @@ from summeval_runner._judges._protocol import (
     request_body_of,
     strict_json_schema,
 )
-from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._messages import extract_source, extract_summary
+from summeval_runner._scorers._outcome import item_status
 from summeval_runner._scorers._prompts import (
     PROMPT_VERSION,
     analyze_messages,
@@ -71,9 +72,11 @@ from summeval_runner._scorers._result import (
     SummarizationResult,
     Usage,
     add_costs,
+    add_usage,
     alignment_of,
     asked_questions,
     coverage_of,
+    panel_figure,
     score_of,
 )
 from summeval_runner._secrets import scrub
@@ -209,12 +212,18 @@ class SummarizationScorer(AsyncClosing):
     Stateless: one instance serves any number of concurrent evaluations. Build it with
     ``create_summarization_scorer``.
 
+    With a ``JudgePanel`` as its judge, every judge of the panel makes the three steps of each
+    evaluation: the first draws the coverage questions (per source or per item, as
+    ``options.questions`` says) and every judge answers those; the others' preprocess call asks
+    for claims only, sent while the first draws. The result is the panel's
+    (``SummarizationResult.panel`` holds each judge's own).
+
     A judge that holds connections (the OpenAI provider) keeps one HTTP client per event loop
     and closes it when that loop ends (``asyncio.run`` ends it), so a scorer used alone leaks
     nothing. ``async with scorer:`` or ``await scorer.aclose()`` closes it sooner.
     """
 
-    judge: Judge
+    judge: Judge | JudgePanel
     options: SummarizationMetricOptions
     # Where a source's questions are drawn once and shared (questions="per_source"); the runner
     # gives each run's scorers a bank backed by its journal and the response cache.
@@ -234,8 +243,9 @@ class SummarizationScorer(AsyncClosing):
         "lower of the two times the scale."
     )
 
-    def with_judge(self, judge: Judge) -> SummarizationScorer:
-        """The same scorer with another judge (the runner wraps judges in its limits)."""
+    def with_judge(self, judge: Judge | JudgePanel) -> SummarizationScorer:
+        """The same scorer with another judge or panel (the runner wraps judges in its
+        limits)."""
         return replace(self, judge=judge)
 
     def with_question_bank(self, bank: QuestionBank) -> SummarizationScorer:
@@ -257,9 +267,18 @@ class SummarizationScorer(AsyncClosing):
 
         The scorer stays usable: a later call opens a new connection.
         """
-        close = getattr(self.judge, "aclose", None)
-        if close is not None:
-            await close()
+        judges = self.judge.judges if isinstance(self.judge, JudgePanel) else (self.judge,)
+        for judge in judges:
+            close = getattr(judge, "aclose", None)
+            if close is not None:
+                await close()
+
+    @property
+    def _one(self) -> Judge:
+        """The judge of this evaluation: a panel's evaluation runs judge by judge."""
+        if isinstance(self.judge, JudgePanel):
+            raise TypeError("a panel's evaluation is made by each of its judges in turn")
+        return self.judge
 
     def source_of(self, input: Any, output: Any) -> str:
         """The text the summary is judged against, by the precedence of SPEC §1.2."""
@@ -296,12 +315,96 @@ class SummarizationScorer(AsyncClosing):
                 "empty, so there is nothing to judge; the score is 0 by rule.",
                 usage=Usage(),
             )
+        if isinstance(self.judge, JudgePanel):
+            return await self._by_panel(self.judge, summary, source)
+        return await self._evaluate(summary, source)
+
+    async def _by_panel(self, panel: JudgePanel, summary: str, source: str) -> SummarizationResult:
+        """Every judge of the panel judges the evaluation; the first draws the questions."""
+        drawn: asyncio.Future[tuple[str, ...] | None] = asyncio.get_running_loop().create_future()
+        first, *others = panel.judges
+
+        async def drawing() -> SummarizationResult:
+            try:
+                return await replace(self, judge=first)._evaluate(
+                    summary, source, _PanelDraw(drawn, draws=True)
+                )
+            finally:
+                # A first judge that failed before it drew: the others are told so.
+                if not drawn.done():
+                    drawn.set_result(None)
+
+        tasks = [asyncio.ensure_future(drawing())] + [
+            asyncio.ensure_future(
+                replace(self, judge=judge)._evaluate(
+                    summary, source, _PanelDraw(drawn, draws=False)
+                )
+            )
+            for judge in others
+        ]
+        try:
+            members = tuple(await asyncio.gather(*tasks))
+        except BaseException:
+            # One judge cannot go on (JudgeUnavailableError), or the item was stopped: none
+            # of the others goes on sending.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return self._panel_result(panel, members, source, summary)
+
+    def _panel_result(
+        self,
+        panel: JudgePanel,
+        members: tuple[SummarizationResult, ...],
+        source: str,
+        summary: str,
+    ) -> SummarizationResult:
+        status = item_status(member.status for member in members)
+        failed = next((m for m in members if m.status == "error"), None)
+        score = (
+            panel_figure((m.score for m in members), panel.aggregate)
+            if status == "scored"
+            else None
+        )
+        if failed is not None:
+            reason = f"The panel's judge {failed.judge} failed: {failed.reason}"
+        else:
+            each = " ".join(
+                f"[{m.judge}: {m.score if m.score is not None else 0.0:.3f}] {m.reason}"
+                for m in members
+            )
+            shown = f"{score:.3f}" if score is not None else "n/a"
+            reason = f"The {panel.aggregate} of {len(members)} judges' scores is {shown}. {each}"
+        return SummarizationResult(
+            status=status,
+            score=score,
+            reason=reason,
+            usage=add_usage(m.usage for m in members),
+            error=failed.error if failed is not None else None,
+            max_questions=self.options.max_questions,
+            scale=float(self.options.scale),
+            judge=panel.name,
+            prompt_version=PROMPT_VERSION,
+            source=source,
+            summary=summary,
+            questions_shared=members[0].questions_shared,
+            transcript=tuple(exchange for m in members for exchange in m.transcript),
+            panel=members,
+            aggregate=panel.aggregate,
+        )
+
+    async def _evaluate(
+        self, summary: str, source: str, draw: _PanelDraw | None = None
+    ) -> SummarizationResult:
+        """One judge's three steps; ``draw``: as a panel's judge (its first, which draws the
+        questions, or another, which answers them)."""
         meter = _Meter(exchanges=[] if self.transcripts else None)
         preprocess: PreprocessStepResult | None = None
         analyze: AnalyzeStepResult | None = None
         shared = False
         try:
-            preprocess, shared = await self._preprocess(summary, source, meter)
+            preprocess, shared = await self._preprocess(summary, source, meter, draw)
             asked = asked_questions(preprocess.questions, self.options.max_questions)
             answers = await self._ask(AnalyzeInput(summary, asked), AnalyzeReply, meter)
             analyze = AnalyzeStepResult(
@@ -372,6 +475,25 @@ class SummarizationScorer(AsyncClosing):
         )
 
     async def _preprocess(
+        self, summary: str, source: str, meter: _Meter, draw: _PanelDraw | None = None
+    ) -> tuple[PreprocessStepResult, bool]:
+        """The preprocess step; as a panel's judge that does not draw, the claims alone (sent
+        while the first judge draws), and the questions the first judge drew."""
+        if draw is not None and not draw.draws:
+            claims = await self._ask(PreprocessInput(summary, source, 0), ClaimsReply, meter)
+            questions = await draw.questions
+            if questions is None:
+                raise JudgeError(
+                    "the panel's first judge drew no questions (its preprocess step failed), so "
+                    "there are none to answer"
+                )
+            return PreprocessStepResult(alignment=claims.alignment, questions=questions), True
+        result, shared = await self._draw(summary, source, meter)
+        if draw is not None:
+            draw.questions.set_result(asked_questions(result.questions, self.options.max_questions))
+        return result, shared
+
+    async def _draw(
         self, summary: str, source: str, meter: _Meter
     ) -> tuple[PreprocessStepResult, bool]:
         """The preprocess step: the summary's claims, and the questions coverage is measured on;
@@ -453,7 +575,7 @@ class SummarizationScorer(AsyncClosing):
                 progress.calls += 1
             started = time.perf_counter()
             try:
-                reply = await self.judge.complete(request)
+                reply = await self._one.complete(request)
             except Exception as error:
                 # A failed call still counts as an attempt, and its wait as latency; it cost
                 # nothing at a known price, and what it cost is not known without one.
@@ -465,7 +587,7 @@ class SummarizationScorer(AsyncClosing):
                     output_tokens=0,
                     latency_s=latency_s,
                     retries=retries,
-                    cost=0.0 if judge_price(self.judge) is not None else None,
+                    cost=0.0 if judge_price(self._one) is not None else None,
                 )
                 if meter.exchanges is not None:
                     meter.exchanges.append(
@@ -543,8 +665,8 @@ class SummarizationScorer(AsyncClosing):
     ) -> JudgeExchange:
         """One request's line of the transcript: what the judge sends for it (the body the
         provider builds, when it has one), and what came back."""
-        name = judge_name(self.judge)
-        body = request_body_of(self.judge, request)
+        name = judge_name(self._one)
+        body = request_body_of(self._one, request)
         if body is None:
             model, messages, settings = name, request.messages, None
         else:
@@ -599,13 +721,22 @@ class SummarizationScorer(AsyncClosing):
             error=error,
             max_questions=self.options.max_questions,
             scale=float(self.options.scale),
-            judge=judge_name(self.judge),
+            judge=self.judge.name if isinstance(self.judge, JudgePanel) else judge_name(self.judge),
             prompt_version=PROMPT_VERSION,
             source=source,
             summary=summary,
             questions_shared=questions_shared,
             transcript=transcript,
         )
+
+
+@dataclass(frozen=True)
+class _PanelDraw:
+    """A panel's questions for one evaluation: set by its first judge once drawn (``None``:
+    it drew none, having failed), awaited by the others."""
+
+    questions: asyncio.Future[tuple[str, ...] | None]
+    draws: bool
 
 
 def _render(payload: StepInput) -> tuple[Step, tuple[PromptMessage, ...]]:
@@ -634,13 +765,15 @@ def _describe(error: ValidationError) -> str:
 
 
 def create_summarization_scorer(
-    model: str | Mapping[str, Any] | Judge,
+    model: str | Mapping[str, Any] | Judge | JudgePanel | Sequence[str | Mapping[str, Any] | Judge],
     options: SummarizationMetricOptions | Mapping[str, Any] | None = None,
 ) -> SummarizationScorer:
     """Build the summarization scorer; invalid options or judge settings fail here.
 
     ``model`` is ``"offline"``, ``"openai/<name>"``, a mapping with ``provider`` and its settings,
-    or any object with an async ``complete(request)`` method.
+    or any object with an async ``complete(request)`` method; or a panel of judges: a list of
+    those (``["openai/gpt-4.1-mini", "offline"]``), a ``JudgePanel`` (``aggregate="median"``),
+    or a mapping ``{"provider": "panel", "judges": [...], "aggregate": "mean"}``.
 
     >>> scorer = create_summarization_scorer("offline", {"max_questions": 5})
     >>> source = "The bridge opened on Monday. It cost 40 million dollars. Traffic fell by half."
@@ -662,4 +795,4 @@ def create_summarization_scorer(
             "options must be SummarizationMetricOptions, a mapping or None, "
             f"got {type(options).__name__}"
         )
-    return SummarizationScorer(judge=resolve_judge(model), options=resolved)
+    return SummarizationScorer(judge=resolve_model(model), options=resolved)
