@@ -110,13 +110,22 @@ def run_job(
     try:
         result = asyncio.run(_execute(job, interrupts))
     except RunRecordError as error:
-        # Nothing more can be written here: say what is kept and how to go on, and stop.
+        # Nothing more can be written here: say what is kept and how to go on, and stop. The
+        # counts are those the library ended with (the journal's), also where the manifest
+        # could not be written and still says running.
         with contextlib.suppress(SummevalError, OSError):
-            print(counts_line(read_manifest(job.run_dir)), file=sys.stderr)
+            ended = error.manifest or read_manifest(job.run_dir)
+            print(counts_line(ended), file=sys.stderr)
+        unwritten = (
+            " (the manifest could not be updated: it still says running, which the resume "
+            "accepts)"
+            if error.manifest is not None and not error.manifest_written
+            else ""
+        )
         print(
             f"{program}: failed: {scrub(str(error))}\n"
-            f"The items recorded before are kept in {job.run_dir}. Once the cause is fixed "
-            f"(free some space), finish the run with:\n"
+            f"The items recorded before are kept in {job.run_dir}{unwritten}. Once the cause "
+            f"is fixed (free some space), finish the run with:\n"
             f"  {resume_command(job.run_dir, hydra_job.overrides, program)}",
             file=sys.stderr,
         )

@@ -42,6 +42,7 @@ except ImportError:  # Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]
 
 from summeval_runner._errors import ConfigError
+from summeval_runner._io._failed_writes import failed_write
 from summeval_runner._judges._protocol import (
     Judge,
     JudgeReply,
@@ -287,7 +288,13 @@ class ResponseCache:
                         where = f"; it was moved to {self.moved_to}, so the next run starts afresh"
             except OSError as move_error:
                 where = f"; it could not be moved aside ({move_error})"
-        logger.warning(
+        # A cache kept in a run directory (runner.cache_path) is written there: a write that
+        # fails stops that run, as any failed write in its directory does (and says why).
+        stopped = doing == "written" and failed_write(
+            self.path, f"the response cache {self.path}", error
+        )
+        logger.log(
+            logging.INFO if stopped else logging.WARNING,
             "judge cache %s could not be %s (%s); this run goes on without the cache%s",
             self.path,
             doing,
