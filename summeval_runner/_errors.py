@@ -4,7 +4,7 @@
     ├── ConfigError               an option or setting breaks a rule (also a ValueError)
     │   └── MissingAPIKeyError    the judge's key variable is unset; raised before any call
     ├── InputError                an input or output payload has a shape that cannot be read
-    ├── RunRecordError            a finished item, the tables or the manifest could not be written
+    ├── RunRecordError            a write in the run directory failed (journal, log, tables)
     ├── BudgetExhaustedError      the next call would pass runner.max_cost or runner.max_tokens:
     │                             the run stops, interrupted and resumable
     ├── AgentAPIError             the agent under test's own model call failed (the bundled LLM
@@ -36,11 +36,6 @@ it had recorded, and ``summeval-run`` exits 3.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the manifest is the io layer's; only its type is named here
-    from summeval_runner._io._manifest import Manifest
 
 
 class SummevalError(Exception):
@@ -126,13 +121,13 @@ class RunRecordError(SummevalError):
     are paid for after it); what was recorded before stays, and the run can be resumed once
     the cause is fixed.
 
-    ``manifest`` is the manifest the run ended with (status ``failed``, the cause, the counts
-    the journal holds), and ``manifest_written`` whether it could be written in the run
+    ``manifest`` is the ``Manifest`` the run ended with (status ``failed``, the cause, the
+    counts the journal holds), and ``manifest_written`` whether it could be written in the run
     directory (where it could not, the one on disk still says ``running``, which a resume
-    accepts all the same).
+    accepts all the same). (Typed ``object`` here: the manifest is a layer above the errors.)
     """
 
-    manifest: Manifest | None = None
+    manifest: object | None = None
     manifest_written: bool = False
 
 

@@ -52,7 +52,7 @@ from summeval_runner._errors import (
     SummevalError,
 )
 from summeval_runner._io._journal import locked
-from summeval_runner._io._manifest import read_manifest, write_manifest
+from summeval_runner._io._manifest import Manifest, read_manifest, write_manifest
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult
 from summeval_runner._secrets import scrub
@@ -114,12 +114,14 @@ def run_job(
         # counts are those the library ended with (the journal's), also where the manifest
         # could not be written and still says running.
         with contextlib.suppress(SummevalError, OSError):
-            ended = error.manifest or read_manifest(job.run_dir)
+            ended = error.manifest
+            if not isinstance(ended, Manifest):
+                ended = read_manifest(job.run_dir)
             print(counts_line(ended), file=sys.stderr)
         unwritten = (
             " (the manifest could not be updated: it still says running, which the resume "
             "accepts)"
-            if error.manifest is not None and not error.manifest_written
+            if isinstance(error.manifest, Manifest) and not error.manifest_written
             else ""
         )
         print(

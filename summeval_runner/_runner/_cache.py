@@ -16,7 +16,8 @@ a table of another shape) is moved aside to ``<name>.corrupt-<YYYYmmddTHHMMSS>``
 naming both paths, and a fresh cache takes its place. A problem met later (a database still
 locked after the busy timeout, a full disk, damage found in a page only read now) is warned
 about once, and the run goes on without the cache; damage also moves the file aside, for the
-next run to start afresh. A database that is merely busy is never moved.
+next run to start afresh. A cache kept inside a run directory is that run's disk: a write that
+fails there stops the run (``_failed_writes``). A database that is merely busy is never moved.
 """
 
 from __future__ import annotations
