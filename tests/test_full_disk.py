@@ -20,6 +20,7 @@ import errno
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ import pytest
 from summeval_runner import RunRecordError, create_summarization_scorer, run_evals
 from summeval_runner._io import _journal
 from summeval_runner._io._failed_writes import RunLogHandler
+from summeval_runner._runner._cache import ResponseCache
 from tests.app import ENV, _process_env, openai_run, run_app
 from tests.chat_server import ChatServer
 from tests.documents import write_dataset
@@ -441,3 +443,92 @@ def test_summeval_run_on_a_full_tmpfs_stops_and_its_resume_pays_only_for_what_wa
         assert len(chat_server.requests) - whole_paid <= whole_paid + IN_FLIGHT_BOUND
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+class FullCacheDisk:
+    """A cache database whose disk fills after ``room`` stores: every later one fails, as
+    sqlite says of a full disk."""
+
+    def __init__(self, db: sqlite3.Connection, room: int) -> None:
+        self._db = db
+        self.room = room
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.lstrip().startswith(("INSERT", "UPDATE")):
+            if self.room <= 0:
+                raise sqlite3.OperationalError("database or disk is full")
+            self.room -= 1
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+def test_a_response_cache_kept_in_the_run_directory_that_fills_stops_the_run(
+    tmp_path: Path,
+    chat_server: ChatServer,
+    whole: tuple[Path, int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    whole_dir, whole_paid = whole
+    run_dir = tmp_path / "run"
+    connect = ResponseCache._connect
+    monkeypatch.setattr(
+        ResponseCache, "_connect", lambda self: FullCacheDisk(connect(self), room=ITEMS)
+    )
+    cached = {**OPTIONS, "cache": "readwrite", "cache_path": run_dir / "cache.sqlite"}
+    start = len(chat_server.requests)
+
+    with pytest.raises(RunRecordError) as raised:
+        asyncio.run(
+            run_evals(scorers=[scorer(chat_server)], data=data(), output_dir=run_dir, **cached)
+        )
+
+    assert f"the response cache {run_dir / 'cache.sqlite'} could not be written" in str(
+        raised.value
+    )
+    assert "database or disk is full" in str(raised.value)
+    sent = len(chat_server.requests) - start
+    # The store follows a reply: no request was on its way for the item that failed it.
+    assert sent - journaled_requests(run_dir) <= 1
+    assert sent < whole_paid
+    assert manifest(run_dir)["status"] == "failed"
+
+    monkeypatch.setattr(ResponseCache, "_connect", connect)
+    resumed = asyncio.run(
+        run_evals(
+            scorers=[scorer(chat_server)], data=data(), output_dir=run_dir, resume=True, **cached
+        )
+    )
+    assert resumed.passed
+    assert_same_tables(run_dir, whole_dir, volatile=(*VOLATILE, "judge_cost", "origin"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_disk_full_before_the_first_item_is_a_run_record_error_with_no_call(
+    tmp_path: Path,
+) -> None:
+    script = (
+        "import asyncio, resource, sys\n"
+        "from summeval_runner import FakeJudge, RunRecordError, create_summarization_scorer\n"
+        "from summeval_runner import run_evals\n"
+        "judge = FakeJudge()\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))\n"
+        "try:\n"
+        "    asyncio.run(run_evals(scorers=[create_summarization_scorer(judge)],\n"
+        "        data=[{'id': 'a', 'input': 'The dam opened.', 'output': 'It opened.'}],\n"
+        f"        output_dir={str(tmp_path / 'run')!r}))\n"
+        "except RunRecordError as error:\n"
+        "    print(f'RunRecordError: {error}; requests: {len(judge.requests)}')\n"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"RunRecordError: the manifest could not be written in {tmp_path / 'run'}" in (
+        done.stdout
+    )
+    assert "File too large; requests: 0" in done.stdout

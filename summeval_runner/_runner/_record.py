@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import platform
@@ -73,6 +74,8 @@ logger = logging.getLogger("summeval_runner")
 # A finished item also notes the part's seconds of work, at most this often, so that a killed
 # part that sent no request for a while (every reply cached) still has its duration counted.
 _ELAPSED_EVERY_S = 1.0
+# What a disk says when it cannot take a write: a run that meets it is failed, not misconfigured.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,14 @@ class RunRecorder:
                 f"run (summeval-run runner.resume={run_dir}; in Python, resume=True)"
             )
         # Locks the run directory's journal before anything in it is written.
-        writer = RunWriter(run_dir, resume=previous is not None)
+        try:
+            writer = RunWriter(run_dir, resume=previous is not None)
+        except OSError as error:
+            if error.errno not in _DISK_FULL:
+                raise
+            raise RunRecordError(
+                _cause(f"the journal could not be opened in {run_dir}", error)
+            ) from error
         try:
             contents = writer.contents() if previous is not None else JournalContents({}, {})
             if plan.options.mode != "batch":
