@@ -7,8 +7,9 @@ Exit codes: 0 the run completed; 1 the share of errored items exceeded
 ``runner.max_error_rate``, no item was scored, the judge refused the credentials, or the judge
 could not be reached for ``runner.outage_timeout_s`` (the library's ``EvalRunResult.passed``
 decides), or an internal error (a bug); 2 bad config or input, found before any judge call; 3
-a finished item, the tables or the manifest could not be written (a full disk): what was
-recorded is kept; 4 the next call would have passed the budget (``runner.max_cost``,
+a write in the run directory failed (a full disk: an item, a traffic line, the log file, the
+tables, the manifest; ``RunRecordError``): the run's calls stopped at once, what was recorded
+is kept; 4 the next call would have passed the budget (``runner.max_cost``,
 ``runner.max_tokens``); 130 (Ctrl-C) or 143 (SIGTERM) the run was interrupted, its finished
 items written. An interrupted, failed or budget-stopped run continues with
 ``runner.resume=<run dir>`` (with a larger budget).
