@@ -532,3 +532,49 @@ def test_a_disk_full_before_the_first_item_is_a_run_record_error_with_no_call(
         done.stdout
     )
     assert "File too large; requests: 0" in done.stdout
+
+
+def test_a_log_line_that_fails_in_an_agents_thread_stops_the_run_on_its_loop(
+    tmp_path: Path, chat_server: ChatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    handler = RunLogHandler(str(run_dir / "run.log"))
+    handler.stream = FailingStream(handler.stream, lines=2)  # type: ignore[assignment]
+    agent_log = logging.getLogger("my_agent")
+    agent_log.addHandler(handler)
+    agent_log.setLevel(logging.INFO)
+    threads: set[str] = set()
+
+    def summarize(text: str) -> str:
+        # A sync agent: the runner calls it in a worker thread, where its log line is written.
+        import threading
+
+        threads.add(threading.current_thread().name)
+        agent_log.info("summarizing %d characters", len(text))
+        return text.split(":")[0]
+
+    inputs = [{"id": item["id"], "input": item["input"]} for item in data()]
+    try:
+        with pytest.raises(RunRecordError) as raised:
+            asyncio.run(
+                run_evals(
+                    scorers=[scorer(chat_server)],
+                    data=inputs,
+                    target=summarize,
+                    output_dir=run_dir,
+                    **OPTIONS,
+                )
+            )
+    finally:
+        agent_log.removeHandler(handler)
+        handler.close()
+
+    assert "MainThread" not in threads
+    assert f"the log file {run_dir / 'run.log'} could not be written" in str(raised.value)
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    assert stderr.count("could not be written") == 1
+    ended = manifest(run_dir)
+    assert ended["status"] == "failed"
+    assert ended["unfinished"] > 0
