@@ -195,15 +195,16 @@ def test_the_first_failed_write_of_the_journal_stops_every_request_and_the_resum
     assert disks[0].full
     sent = len(chat_server.requests) - start
     counted = journaled_requests(run_dir)
-    # Only the request whose own traffic line failed was on its way: every other call, waiting
-    # for its turn or not yet made, was cancelled before it was sent.
-    assert sent - counted <= 1 <= IN_FLIGHT_BOUND
+    # Nothing was sent after the first failed write: every call, waiting for its turn or about
+    # to go out (the one whose own traffic line failed), was cancelled before it was sent.
+    assert sent == counted
     assert NO_SPACE in str(raised.value)
     assert raised.value.manifest is not None
     assert raised.value.manifest_written
     ended = manifest(run_dir)
     assert ended["status"] == "failed"
     assert NO_SPACE in ended["stopped_because"]
+    assert ended["judge"]["requests"] == sent  # counted as sent, exactly
     # The journal ends in the line cut short; what it held before is counted, and kept.
     journal = (run_dir / "journal.jsonl").read_bytes()
     assert not journal.endswith(b"\n")
@@ -225,6 +226,7 @@ def test_the_first_failed_write_of_the_journal_stops_every_request_and_the_resum
     assert_same_tables(run_dir, whole_dir)
     paid = len(chat_server.requests) - start
     assert paid <= whole_paid + REPAID_BOUND
+    assert manifest(run_dir)["judge"]["requests"] == paid  # both parts, none lost or doubled
 
 
 class FailingStream:

@@ -221,7 +221,16 @@ async def run_evals(
         # recorded run journals it, as it happens.
         spend.observe(counts)
         if recorder is not None:
+            failed = recorder.failure
             recorder.count_traffic(counts)
+            if failed is None and recorder.failure is not None and _unsent(counts, opts):
+                # The line counting this request, about to go out, was the write that failed:
+                # it is not sent, and not counted. (A batch's lines are counted once it is
+                # made: they are out.)
+                undo = {name: -amount for name, amount in counts.items()}
+                spend.observe(undo)
+                recorder.note_traffic(undo)
+                raise asyncio.CancelledError(f"the run stopped: {recorder.failure}")
 
     judges.on_traffic = count
     try:
@@ -325,6 +334,12 @@ async def run_evals(
     result = _result(batch, recorded, items.selected, stopped, opts, judges, output_dir, spend)
     _warn_of_losses(result)
     return result
+
+
+def _unsent(counts: Mapping[str, float], opts: RunOptions) -> bool:
+    """Whether ``counts`` are those of an interactive judge request not yet sent (the runner
+    counts each as it is about to go out)."""
+    return bool(counts.get("requests")) and opts.mode != "batch"
 
 
 def _with_manifest(error: RunRecordError, recorder: RunRecorder | None) -> RunRecordError:
