@@ -4,7 +4,7 @@
     ├── ConfigError               an option or setting breaks a rule (also a ValueError)
     │   └── MissingAPIKeyError    the judge's key variable is unset; raised before any call
     ├── InputError                an input or output payload has a shape that cannot be read
-    ├── RunRecordError            a finished item, the tables or the manifest could not be written
+    ├── RunRecordError            a write in the run directory failed (journal, log, tables)
     ├── BudgetExhaustedError      the next call would pass runner.max_cost or runner.max_tokens:
     │                             the run stops, interrupted and resumable
     ├── AgentAPIError             the agent under test's own model call failed (the bundled LLM
@@ -31,8 +31,9 @@ A scorer turns any other ``JudgeError`` into a result whose status is
 ``"error"`` (a failure is data, never a score of 0); a ``JudgeUnavailableError`` propagates,
 since no other evaluation can succeed either.
 
-``RunRecordError`` is the runner's: a finished item could not be written to the run directory
-(a full disk, an I/O error); the run stops at once, keeping what it had recorded.
+``RunRecordError`` is the runner's: a write in the run directory failed (a full disk, an I/O
+error: an item, a traffic line, the log file, ...); the run stops its calls at once, keeping what
+it had recorded, and ``summeval-run`` exits 3.
 """
 
 from __future__ import annotations
@@ -115,9 +116,20 @@ class JudgeUnreachableError(JudgeUnavailableError):
 
 
 class RunRecordError(SummevalError):
-    """A finished item could not be recorded in the run directory (a full disk, an I/O error,
-    a row that could not be built). The run stops launching items at once; what was recorded
-    before stays, and the run can be resumed once the cause is fixed."""
+    """A write in the run directory failed (a full disk, an I/O error: an item, a traffic line,
+    a question set, a batch record, the log file, the tables, the manifest), or a row could not
+    be built. The run stops its judge and agent calls at once (only those already on their way
+    are paid for after it); what was recorded before stays, and the run can be resumed once
+    the cause is fixed.
+
+    ``manifest`` is the ``Manifest`` the run ended with (status ``failed``, the cause, the
+    counts the journal holds), and ``manifest_written`` whether it could be written in the run
+    directory (where it could not, the one on disk still says ``running``, which a resume
+    accepts all the same). (Typed ``object`` here: the manifest is a layer above the errors.)
+    """
+
+    manifest: object | None = None
+    manifest_written: bool = False
 
 
 class BudgetExhaustedError(SummevalError):

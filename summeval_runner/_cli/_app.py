@@ -7,8 +7,9 @@ Exit codes: 0 the run completed; 1 the share of errored items exceeded
 ``runner.max_error_rate``, no item was scored, the judge refused the credentials, or the judge
 could not be reached for ``runner.outage_timeout_s`` (the library's ``EvalRunResult.passed``
 decides), or an internal error (a bug); 2 bad config or input, found before any judge call; 3
-a finished item, the tables or the manifest could not be written (a full disk): what was
-recorded is kept; 4 the next call would have passed the budget (``runner.max_cost``,
+a write in the run directory failed (a full disk: an item, a traffic line, the log file, the
+tables, the manifest; ``RunRecordError``): the run's calls stopped at once, what was recorded
+is kept; 4 the next call would have passed the budget (``runner.max_cost``,
 ``runner.max_tokens``); 130 (Ctrl-C) or 143 (SIGTERM) the run was interrupted, its finished
 items written. An interrupted, failed or budget-stopped run continues with
 ``runner.resume=<run dir>`` (with a larger budget).
@@ -52,7 +53,7 @@ from summeval_runner._errors import (
     SummevalError,
 )
 from summeval_runner._io._journal import locked
-from summeval_runner._io._manifest import read_manifest, write_manifest
+from summeval_runner._io._manifest import Manifest, read_manifest, write_manifest
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult
 from summeval_runner._secrets import scrub
@@ -110,13 +111,24 @@ def run_job(
     try:
         result = asyncio.run(_execute(job, interrupts))
     except RunRecordError as error:
-        # Nothing more can be written here: say what is kept and how to go on, and stop.
+        # Nothing more can be written here: say what is kept and how to go on, and stop. The
+        # counts are those the library ended with (the journal's), also where the manifest
+        # could not be written and still says running.
         with contextlib.suppress(SummevalError, OSError):
-            print(counts_line(read_manifest(job.run_dir)), file=sys.stderr)
+            ended = error.manifest
+            if not isinstance(ended, Manifest):
+                ended = read_manifest(job.run_dir)
+            print(counts_line(ended), file=sys.stderr)
+        unwritten = (
+            " (the manifest could not be updated: it still says running, which the resume "
+            "accepts)"
+            if isinstance(error.manifest, Manifest) and not error.manifest_written
+            else ""
+        )
         print(
             f"{program}: failed: {scrub(str(error))}\n"
-            f"The items recorded before are kept in {job.run_dir}. Once the cause is fixed "
-            f"(free some space), finish the run with:\n"
+            f"The items recorded before are kept in {job.run_dir}{unwritten}. Once the cause "
+            f"is fixed (free some space), finish the run with:\n"
             f"  {resume_command(job.run_dir, hydra_job.overrides, program)}",
             file=sys.stderr,
         )

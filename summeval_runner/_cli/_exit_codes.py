@@ -3,5 +3,5 @@
 EXIT_OK = 0  # the run completed
 EXIT_FAILED = 1  # too many errors, nothing scored, a refused key, or an unreachable judge
 EXIT_BAD_INPUT = 2  # bad config or input, found before any judge call
-EXIT_NOT_RECORDED = 3  # a result, the tables or the manifest could not be written
+EXIT_NOT_RECORDED = 3  # a write in the run directory failed (RunRecordError): a full disk
 EXIT_BUDGET = 4  # the next call would have passed runner.max_cost or runner.max_tokens

@@ -8,6 +8,7 @@ journal) wrote it: 1 for runs written before the journal held item records, 2 si
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -508,5 +509,11 @@ def write_manifest(run_dir: Path, manifest: Manifest) -> None:
     values = manifest.model_dump(mode="json")
     text = scrub(redact_urls(json.dumps(redact(values), indent=2, ensure_ascii=False)))
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    try:
+        partial.write_text(text + "\n", encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:
+        # A full disk: no empty or half-written file left beside the manifest, which stays.
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise

@@ -131,6 +131,9 @@ class Batch:
         self.hooks = hooks
         self.reporter = reporter
         self.recorder = recorder
+        if recorder is not None:
+            # The first write that fails in the run directory stops every call at once.
+            recorder.on_failure = self.stop_at_once
         self.keep_results = keep_results
         self.spend = spend
         # Counts each agent call's tokens and cost into the run's traffic (and journal).
@@ -254,8 +257,14 @@ class Batch:
     def stop_at_once(self, cause: BaseException) -> None:
         """Stop the run for ``cause``: no item starts, and those in flight are cancelled (left
         unfinished): their judge calls would be paid for and lost, since the judge cannot
-        answer or their results cannot be recorded."""
+        answer or their results cannot be recorded. Cancelled, a call that waits for its turn
+        (a slot, the pacer) is never sent; one on its way is the only one paid for after the
+        cause."""
+        if cause in self.fatal:
+            return
         self.fatal.append(cause)
+        if self.spend is not None:
+            self.spend.stop(cause)
         if len(self.fatal) == 1:
             self.cancelling = True
             current = asyncio.current_task()
@@ -303,6 +312,9 @@ class Batch:
             if self.recorder is not None:
                 try:
                     self.recorder.write(result, position)
+                except RunRecordError as error:
+                    self.stop_at_once(error)  # the first failed write in the run directory
+                    return
                 except Exception as error:
                     # An item that cannot be recorded is not finished: stop, and say so.
                     self.stop_at_once(

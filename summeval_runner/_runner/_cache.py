@@ -16,7 +16,8 @@ a table of another shape) is moved aside to ``<name>.corrupt-<YYYYmmddTHHMMSS>``
 naming both paths, and a fresh cache takes its place. A problem met later (a database still
 locked after the busy timeout, a full disk, damage found in a page only read now) is warned
 about once, and the run goes on without the cache; damage also moves the file aside, for the
-next run to start afresh. A database that is merely busy is never moved.
+next run to start afresh. A cache kept inside a run directory is that run's disk: a write that
+fails there stops the run (``_failed_writes``). A database that is merely busy is never moved.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ except ImportError:  # Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]
 
 from summeval_runner._errors import ConfigError
+from summeval_runner._io._failed_writes import failed_write
 from summeval_runner._judges._protocol import (
     Judge,
     JudgeReply,
@@ -287,7 +289,13 @@ class ResponseCache:
                         where = f"; it was moved to {self.moved_to}, so the next run starts afresh"
             except OSError as move_error:
                 where = f"; it could not be moved aside ({move_error})"
-        logger.warning(
+        # A cache kept in a run directory (runner.cache_path) is written there: a write that
+        # fails stops that run, as any failed write in its directory does (and says why).
+        stopped = doing == "written" and failed_write(
+            self.path, f"the response cache {self.path}", error
+        )
+        logger.log(
+            logging.INFO if stopped else logging.WARNING,
             "judge cache %s could not be %s (%s); this run goes on without the cache%s",
             self.path,
             doing,

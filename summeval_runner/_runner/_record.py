@@ -7,18 +7,26 @@ finished item to the journal, and ``count_traffic`` each request, retry, 429, re
 cache hit as it happens (a traffic line), so that a run killed at any moment has counted them.
 ``finish`` compacts the journal into the Parquet tables and writes the final manifest, whose
 traffic, tokens and duration are every part's: those of earlier parts read from the journal.
+
+The first write that fails in the run directory (an item line, a traffic line, a question set,
+a batch record, the log file, a response cache kept there: ``_failed_writes``) is the run's
+``failure``: ``on_failure`` hears of it at once (the run stops its calls), nothing more is
+written to the journal (a later line could land after a hole), and the run ends ``failed``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import errno
 import logging
 import os
 import platform
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib.metadata import version
@@ -26,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from summeval_runner._errors import ConfigError, InputError, RunRecordError
+from summeval_runner._io._failed_writes import watch
 from summeval_runner._io._history import write_runs_table
 from summeval_runner._io._journal import (
     JOURNAL,
@@ -65,6 +74,8 @@ logger = logging.getLogger("summeval_runner")
 # A finished item also notes the part's seconds of work, at most this often, so that a killed
 # part that sent no request for a while (every reply cached) still has its duration counted.
 _ELAPSED_EVERY_S = 1.0
+# What a disk says when it cannot take a write: a run that meets it is failed, not misconfigured.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 @dataclass(frozen=True)
@@ -110,8 +121,19 @@ class RunRecorder:
         self._earlier = earlier
         # This part's traffic so far (each process that writes the journal is one part).
         self._part = PartTraffic(part=uuid.uuid4().hex[:12])
-        self._traffic_unwritten = False
-        self._questions_unwritten = False
+        # The first write that failed in the run directory (None: none has).
+        self.failure: RunRecordError | None = None
+        # Hears of that failure as it happens, on the run's event loop (the run stops).
+        self.on_failure: Callable[[RunRecordError], None] | None = None
+        # The manifest a failed run ended with, and whether it could be written (finish).
+        self.failed_manifest: Manifest | None = None
+        self.failed_manifest_written = False
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._loop_thread = threading.get_ident()
+        self._unwatch = watch(run_dir, self._failed_elsewhere)
         # The question sets an earlier part of the run recorded: judge -> key -> questions.
         self.recorded_questions: dict[str, dict[QuestionKey, QuestionSet]] = {}
         for line in questions:
@@ -138,7 +160,14 @@ class RunRecorder:
                 f"run (summeval-run runner.resume={run_dir}; in Python, resume=True)"
             )
         # Locks the run directory's journal before anything in it is written.
-        writer = RunWriter(run_dir, resume=previous is not None)
+        try:
+            writer = RunWriter(run_dir, resume=previous is not None)
+        except OSError as error:
+            if error.errno not in _DISK_FULL:
+                raise
+            raise RunRecordError(
+                _cause(f"the journal could not be opened in {run_dir}", error)
+            ) from error
         try:
             contents = writer.contents() if previous is not None else JournalContents({}, {})
             if plan.options.mode != "batch":
@@ -193,7 +222,12 @@ class RunRecorder:
             )
             # Written first, so that a run killed at any moment can be resumed: it holds the
             # config.
-            write_manifest(run_dir, manifest)
+            try:
+                write_manifest(run_dir, manifest)
+            except OSError as error:
+                raise RunRecordError(
+                    _cause(f"the manifest could not be written in {run_dir}", error)
+                ) from error
         except BaseException:
             writer.close()
             raise
@@ -221,15 +255,46 @@ class RunRecorder:
         )
 
     def write(self, result: ItemResult, position: int) -> None:
-        self._writer.write(ItemRecord.of(result, position))
+        """Journal a finished item. ``RunRecordError`` when it cannot be (this write failed,
+        or an earlier one did: nothing is written after a failed write)."""
+        record = ItemRecord.of(result, position)
+        if self.failure is not None:
+            raise self.failure
+        try:
+            self._writer.write(record)
+        except (OSError, ValueError) as error:  # ValueError: the journal is already closed
+            raise self._fail(f"item {result.item_id!r} could not be recorded", error) from error
         if time.perf_counter() - self._noted >= _ELAPSED_EVERY_S:
             self.count_traffic({})
+
+    def _fail(self, what: str, error: BaseException) -> RunRecordError:
+        """The run's failure: this one, if it is the first write that failed in the run
+        directory (``on_failure`` is told), else the first."""
+        if self.failure is not None:
+            return self.failure
+        where = "" if str(self.run_dir) in what else f" in the run directory {self.run_dir}"
+        failure = RunRecordError(f"{what}{where}: {type(error).__name__}: {error}")
+        self.failure = failure
+        logger.info("%s; the run stops its judge and agent calls", failure)
+        if self.on_failure is not None:
+            if self._loop is None or threading.get_ident() == self._loop_thread:
+                self.on_failure(failure)
+            else:  # a write of another thread (a sync agent's log line)
+                with contextlib.suppress(RuntimeError):  # the loop is closed: the run is over
+                    self._loop.call_soon_threadsafe(self.on_failure, failure)
+        return failure
+
+    def _failed_elsewhere(self, what: str, error: BaseException) -> None:
+        """A write reported failed in the run directory by another writer (the log file, a
+        response cache kept there)."""
+        self._fail(f"{what} could not be written", error)
 
     def write_questions(self, judge: str, shared: SharedQuestions) -> None:
         """Journal a source's question set as the run first holds it, so that a resumed run
         asks the source's remaining items the same questions. Never raises: a line that cannot
-        be written (a full disk) is warned about once; the item writes that fail the same way
-        stop the run, and a cached judge's sets are in the response cache as well."""
+        be written (a full disk) is the run's failure, which stops it."""
+        if self.failure is not None:
+            return
         key = shared.key
         line = QuestionsLine(
             key=key.text,
@@ -244,28 +309,18 @@ class RunRecorder:
         try:
             self._writer.write_questions(line)
         except (OSError, ValueError) as error:
-            if not self._questions_unwritten:
-                self._questions_unwritten = True
-                logger.warning(
-                    "%s: a source's coverage questions could not be journaled (%s); a resume "
-                    "may draw them again",
-                    self._writer.journal_path,
-                    error,
-                )
+            self._fail("a source's coverage questions could not be recorded", error)
 
     def write_batch(self, record: BatchRecord) -> None:
         """Journal a provider batch as it is created or ends. A batch that cannot be journaled
-        is still waited for and read: only a resume of a killed run would not know of it."""
+        is the run's failure, which stops it (its id is in the cause: a resume may find it
+        at the provider by the run's id)."""
+        if self.failure is not None:
+            return
         try:
             self._writer.write_batch(record)
         except (OSError, ValueError) as error:
-            logger.warning(
-                "%s: batch %s could not be journaled (%s); a resume would send its requests "
-                "again",
-                self._writer.journal_path,
-                record.id,
-                error,
-            )
+            self._fail(f"batch {record.id} ({record.state}) could not be recorded", error)
 
     def note_traffic(self, counts: Mapping[str, float]) -> None:
         """Add ``counts`` to this part's traffic, journaled with its next line (and in the
@@ -277,24 +332,18 @@ class RunRecorder:
         ``output_tokens``, ``cache_hits``, ``cache_stored`` -> amount) to this part's traffic and
         journal it at once: a request is counted as it goes out, before any reply.
 
-        Never raises: a traffic line that cannot be written (a full disk) is warned about once
-        and the counts stay in memory for the final manifest; the item writes that fail the
-        same way stop the run.
+        Never raises: a traffic line that cannot be written (a full disk) is the run's failure,
+        which stops it; the counts stay in memory for the final manifest.
         """
         now = time.perf_counter()
         self._noted = now
         self._part = self._part.plus(counts, elapsed_s=now - self._clock)
+        if self.failure is not None:
+            return
         try:
             self._writer.write_traffic(self._part)
         except (OSError, ValueError) as error:  # ValueError: the journal is already closed
-            if not self._traffic_unwritten:
-                self._traffic_unwritten = True
-                logger.warning(
-                    "%s: the judge traffic could not be journaled (%s); it is kept in memory "
-                    "for the manifest",
-                    self._writer.journal_path,
-                    error,
-                )
+            self._fail("the judge traffic could not be recorded", error)
 
     def traffic(self) -> PartTraffic:
         """Every part's traffic, and seconds of work, as last counted."""
@@ -337,6 +386,10 @@ class RunRecorder:
             # This part's last traffic line, its duration included: a later resume adds it to
             # the run's totals.
             self.count_traffic({})
+            if self.failure is not None and status != "failed":
+                # A write failed after the last item (the last traffic line, a log line): the
+                # journal does not hold all this part did, and the run says so.
+                status, stopped_because = "failed", str(self.failure)
             traffic = self.traffic()
             counts = compacted.counts
             unfinished = unfinished_items(
@@ -368,6 +421,8 @@ class RunRecorder:
                     "tables": {name: path.name for name, path in compacted.tables.items()},
                 }
             )
+            if manifest.status == "failed":
+                self.failed_manifest = manifest
             try:
                 write_manifest(self.run_dir, manifest)
                 write_runs_table(self.run_dir, manifest)
@@ -375,6 +430,7 @@ class RunRecorder:
                 raise RunRecordError(
                     _cause(f"the manifest could not be written in {self.run_dir}", error)
                 ) from error
+            self.failed_manifest_written = manifest.status == "failed"
         finally:
             self.close()
         self.manifest = manifest
@@ -410,8 +466,10 @@ class RunRecorder:
                 "cost": traffic.cost(),
             }
         )
+        self.failed_manifest = failed
         with contextlib.suppress(OSError):
             write_manifest(self.run_dir, failed)
+            self.failed_manifest_written = True
             write_runs_table(self.run_dir, failed)
             self.manifest = failed
 
@@ -419,6 +477,7 @@ class RunRecorder:
         """Release the directory. A journal that cannot be flushed now (a full disk) holds
         nothing unacknowledged: each item's line was flushed when it was written, and the one
         whose write failed stopped the run."""
+        self._unwatch()
         with contextlib.suppress(OSError):
             self._writer.close()
 

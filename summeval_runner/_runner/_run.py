@@ -225,7 +225,16 @@ async def run_evals(
         # recorded run journals it, as it happens.
         spend.observe(counts)
         if recorder is not None:
+            failed = recorder.failure
             recorder.count_traffic(counts)
+            if failed is None and recorder.failure is not None and _unsent(counts, opts):
+                # The line counting this request, about to go out, was the write that failed:
+                # it is not sent, and not counted. (A batch's lines are counted once it is
+                # made: they are out.)
+                undo = {name: -amount for name, amount in counts.items()}
+                spend.observe(undo)
+                recorder.note_traffic(undo)
+                raise asyncio.CancelledError(f"the run stopped: {recorder.failure}")
 
     judges.on_traffic = count
     try:
@@ -319,14 +328,31 @@ async def run_evals(
                     # The write that failed first is the cause a user must fix; the tables
                     # that could not be written after it say the same thing again.
                     if isinstance(first, RunRecordError):
-                        raise first from error
+                        raise _with_manifest(first, recorder) from error
+                    _with_manifest(error, recorder)
                     raise
         _log_ending(batch, recorded, stopped, items.selected, judges, spend)
     if batch.fatal:
-        raise batch.fatal[0]
+        first = batch.fatal[0]
+        raise _with_manifest(first, recorder) if isinstance(first, RunRecordError) else first
     result = _result(batch, recorded, items.selected, stopped, opts, judges, output_dir, spend)
     _warn_of_losses(result)
     return result
+
+
+def _unsent(counts: Mapping[str, float], opts: RunOptions) -> bool:
+    """Whether ``counts`` are those of an interactive judge request not yet sent (the runner
+    counts each as it is about to go out)."""
+    return bool(counts.get("requests")) and opts.mode != "batch"
+
+
+def _with_manifest(error: RunRecordError, recorder: RunRecorder | None) -> RunRecordError:
+    """``error`` with the manifest the failed run ended with, and whether it could be written
+    (where it could not, the caller has it to show)."""
+    if recorder is not None and recorder.failed_manifest is not None:
+        error.manifest = recorder.failed_manifest
+        error.manifest_written = recorder.failed_manifest_written
+    return error
 
 
 def _result(

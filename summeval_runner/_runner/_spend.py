@@ -6,6 +6,8 @@ the earlier parts of a resumed run included. Before a judge request goes out, an
 agent is called, its cost and tokens are estimated and held back (``admit``): the request goes
 only if what was spent, what the requests in flight hold and its own estimate stay within the
 budget; its reply then replaces the estimate with what it cost (``release`` and ``observe``).
+Once the run must stop at once (``stop``: a write that failed in its directory, a judge that
+refused the key), no call is admitted: each is cancelled before it is sent.
 
 A judge request's estimate is its prompt as rendered (four bytes of text a token, the schema
 included) and a reply as long as the longest of its kind so far (before the first, a careful
@@ -17,6 +19,7 @@ waits for its reply to give the difference back. An agent call's is the mean of 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,6 +74,8 @@ class Spend:
         # The longest reply so far (output tokens), per kind of request.
         self._outputs: dict[str, int] = {}
         self.exhausted: BudgetExhaustedError | None = None
+        # What stopped the run at once: no call is admitted after it.
+        self.stopped: BaseException | None = None
 
     @property
     def capped(self) -> bool:
@@ -102,9 +107,22 @@ class Spend:
             output = expected_output_tokens(request)
         return TokenUsage(request_tokens(request), output)
 
+    def stop(self, cause: BaseException) -> None:
+        """Admit no call from now on: the run stops at once for ``cause``."""
+        if self.stopped is None:
+            self.stopped = cause
+
+    def _refuse_if_stopped(self) -> None:
+        # The item's task is being cancelled by the run (Batch.stop_at_once): its call is
+        # cancelled with it, here rather than at its first wait inside the client, which may
+        # come after the request is on the wire.
+        if self.stopped is not None:
+            raise asyncio.CancelledError(f"the run stopped: {self.stopped}")
+
     def admit_judge(self, request: JudgeRequest, price: Price | None) -> Hold:
         """Hold back a judge request's estimate, or raise ``BudgetExhaustedError``: it would
-        take the run past its budget."""
+        take the run past its budget. ``CancelledError`` once the run is stopped (``stop``)."""
+        self._refuse_if_stopped()
         if not self.capped:
             return _NOTHING
         usage = self.expected(request)
@@ -114,6 +132,7 @@ class Spend:
 
     def admit_target(self) -> Hold:
         """Hold back an agent call's estimate (its calls' mean so far), or raise."""
+        self._refuse_if_stopped()
         if not self.capped:
             return _NOTHING
         spent = self.traffic()
