@@ -45,6 +45,7 @@ from summeval_runner._judges._protocol import (
 )
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._messages import extract_source, extract_summary
+from summeval_runner._scorers._fences import new_marker
 from summeval_runner._scorers._prompts import (
     PROMPT_VERSION,
     analyze_messages,
@@ -432,7 +433,9 @@ class SummarizationScorer(AsyncClosing):
 
         ``insist``: a stricter shape the reply is re-asked for; the last reply is taken as
         ``output_type`` if it fits that (a draw of no question, kept under the spec's rule)."""
-        step, messages = _render(payload)
+        # Fresh per request: no text can predict it, so none can close its fence.
+        marker = new_marker()
+        step, messages = _render(payload, marker)
         claims_only = isinstance(payload, PreprocessInput) and payload.max_questions == 0
         schema_name = "summarization_claims" if claims_only else f"summarization_{step}"
         request = JudgeRequest(
@@ -443,6 +446,7 @@ class SummarizationScorer(AsyncClosing):
             json_schema=_SCHEMAS[schema_name],
             prompt_version=PROMPT_VERSION,
             trial=self.trial,
+            fence_marker=marker,
         )
         attempts = self.options.max_reasks + 1
         progress = EVALUATION_PROGRESS.get()
@@ -608,12 +612,12 @@ class SummarizationScorer(AsyncClosing):
         )
 
 
-def _render(payload: StepInput) -> tuple[Step, tuple[PromptMessage, ...]]:
+def _render(payload: StepInput, marker: str) -> tuple[Step, tuple[PromptMessage, ...]]:
     if isinstance(payload, PreprocessInput):
-        return "preprocess", preprocess_messages(payload)
+        return "preprocess", preprocess_messages(payload, marker)
     if isinstance(payload, AnalyzeInput):
-        return "analyze", analyze_messages(payload)
-    return "reason", reason_messages(payload)
+        return "analyze", analyze_messages(payload, marker)
+    return "reason", reason_messages(payload, marker)
 
 
 def _failed_step(
