@@ -425,6 +425,7 @@ class RunWriter:
         summary = Summary()
         noise = NoiseTally()
         statuses: list[Status] = []
+        flagged = 0
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in schemas}
 
         def flush() -> None:
@@ -443,6 +444,7 @@ class RunWriter:
             records = _latest_records(self.journal_path, self._damage)
             for count, record in enumerate(records, 1):
                 statuses.append(record.status)
+                flagged += record.flagged
                 noise.add(record)
                 built = rows_of(record, run_id=run_id, variant=variant, metadata=metadata)
                 for name, table in built.items():
@@ -469,7 +471,7 @@ class RunWriter:
             transcript_path.unlink(missing_ok=True)
         for path in paths.values():
             os.replace(_partial(path), path)
-        return Compacted(tables=paths, counts=RunCounts.of(statuses), noise=noise)
+        return Compacted(tables=paths, counts=RunCounts.of(statuses, flagged), noise=noise)
 
 
 def _statistics_columns(schema: pa.Schema) -> list[str]:

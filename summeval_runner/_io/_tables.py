@@ -23,6 +23,15 @@ from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID, S
 from summeval_runner._stats import mean_interval, quantile
 
 _ERROR_STEPS = "target, preprocess, analyze, reason, or scorer"
+FLAG_SPAN_TYPE = pa.struct(
+    [
+        pa.field("check", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("start", pa.int32()),
+        pa.field("end", pa.int32()),
+        pa.field("match", pa.string()),
+    ]
+)
 
 
 def _key_fields() -> list[pa.Field]:
@@ -101,6 +110,20 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                     "summary",
                     pa.string(),
                     "the summary that was judged; null when nothing was judged",
+                ),
+                described(
+                    "flags",
+                    pa.list_(pa.string()),
+                    "the manipulation checks the texts tripped (addressed_to_judge, "
+                    "forged_verdict, fence_or_template_marker); empty when none; not in the score",
+                    nullable=False,
+                ),
+                described(
+                    "flag_spans",
+                    pa.list_(FLAG_SPAN_TYPE),
+                    "where each flag matched: check, text (summary or source), start and end "
+                    "characters, and the match (cut at 200 characters)",
+                    nullable=False,
                 ),
                 described("judge", pa.string(), "the judge that scored the item"),
                 described("prompt_version", pa.string(), "the version of the judge's prompts"),

@@ -15,6 +15,7 @@ from summeval_runner._judges._protocol import (
     PromptMessage,
     Step,
 )
+from summeval_runner._scorers._flags import FlagName, FlagSpan
 
 Status = Literal["scored", "unscorable", "error"]
 # The summarization scorer's id, in every row it writes.
@@ -263,7 +264,9 @@ class SummarizationResult(_Frozen):
     input and the output. ``questions_shared`` says the questions were drawn by another
     evaluation of the same source (``questions="per_source"``), not by this one's preprocess call.
     ``transcript`` holds every judge request the evaluation made, in order, when transcripts
-    were asked for (``RunOptions.transcripts``); it is empty otherwise.
+    were asked for (``RunOptions.transcripts``); it is empty otherwise. ``flags`` names the
+    manipulation checks the summary or the source tripped (``_flags.CHECKS``; empty when none)
+    and ``flag_spans`` where each matched; they never change the score.
 
     >>> result = SummarizationResult(status="unscorable", score=0.0, reason="The summary is empty.",
     ...                              max_questions=10, scale=1.0, judge="offline",
@@ -287,6 +290,8 @@ class SummarizationResult(_Frozen):
     summary: str | None = None
     questions_shared: bool = False
     transcript: tuple[JudgeExchange, ...] = ()
+    flags: tuple[FlagName, ...] = ()
+    flag_spans: tuple[FlagSpan, ...] = ()
 
     @property
     def asked_questions(self) -> tuple[str, ...]:

@@ -46,6 +46,7 @@ from summeval_runner._judges._protocol import (
 from summeval_runner._judges._resolve import resolve_judge
 from summeval_runner._messages import extract_source, extract_summary
 from summeval_runner._scorers._fences import new_marker
+from summeval_runner._scorers._flags import flag_names, flag_spans
 from summeval_runner._scorers._prompts import (
     PROMPT_VERSION,
     analyze_messages,
@@ -593,6 +594,8 @@ class SummarizationScorer(AsyncClosing):
         questions_shared: bool = False,
         transcript: tuple[JudgeExchange, ...] = (),
     ) -> SummarizationResult:
+        # Data about the texts, whatever the judge made of them: never part of the score.
+        spans = flag_spans({"summary": summary, "source": source})
         return SummarizationResult(
             status=status,
             score=score,
@@ -609,6 +612,8 @@ class SummarizationScorer(AsyncClosing):
             summary=summary,
             questions_shared=questions_shared,
             transcript=transcript,
+            flags=flag_names(spans),
+            flag_spans=spans,
         )
 
 
