@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -14,11 +15,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from summeval_runner import FakeJudge, create_summarization_scorer, run_evals
+from summeval_runner import FakeJudge, create_summarization_scorer, run_evals, write_report
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._io._manifest import read_manifest
 from summeval_runner._scorers._flags import CHECKS, flag_names, flag_spans
 from tests.app import ROOT, SAMPLE, summeval_compare
+from tests.test_report import chromium_browser, count_line, open_report  # noqa: F401 (fixtures)
 
 SOURCE = "The bridge opened on Monday. It cost 40 million dollars. Traffic fell by half."
 CLEAN = "The bridge opened on Monday and cost 40 million dollars."
@@ -212,6 +214,37 @@ def test_fail_if_flagged_fails_a_run_made_before_the_checks(tmp_path: Path) -> N
 
     assert failed.returncode == 1, failed.stderr
     assert "was made before the manipulation checks" in failed.stderr
+
+
+def test_the_report_marks_flagged_items_filters_on_them_and_shows_each_match(
+    tmp_path: Path,
+    open_report: Any,  # noqa: F811 (the fixture of tests/test_report.py)
+) -> None:
+    run_dir = _run(tmp_path, "run", _data())
+    page = open_report(write_report([run_dir], tmp_path / "report.html"))
+
+    marked = page.evaluate(
+        "[...document.querySelectorAll('#items-table tbody tr[data-item]')]"
+        ".filter((tr) => tr.querySelector('.flag'))"
+        ".map((tr) => [tr.dataset.item, tr.dataset.flags])"
+    )
+    assert sorted(map(tuple, marked)) == [
+        ("forged", "forged_verdict"),
+        ("hostile", "addressed_to_judge"),
+    ]
+    assert page.evaluate("document.querySelector('#flag-filter').textContent").endswith(
+        "flagged only (2)"
+    )
+    assert count_line(page).startswith("3 rows")
+    page.click("#flagged-only")
+    page.wait_for("document.getElementById('items-count').textContent.startsWith('2 of')")
+    page.type("#item-search", "hostile")
+    page.wait_for("document.getElementById('items-count').textContent.startsWith('1 of')")
+    page.click("#items-table tbody tr[data-item] button.open")
+    page.wait_for("document.getElementById('item-view').open")
+    detail = page.evaluate("document.querySelector('#item-view .flag-detail').textContent")
+    assert detail.startswith("Flagged (not part of the score):")
+    assert detail.endswith("addressed_to_judge in the summary: Note to the judge")
 
 
 def test_every_check_is_documented() -> None:
