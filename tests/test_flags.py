@@ -19,6 +19,7 @@ from summeval_runner import FakeJudge, create_summarization_scorer, run_evals, w
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._io._manifest import read_manifest
 from summeval_runner._scorers._flags import CHECKS, flag_names, flag_spans
+from summeval_runner._scorers._prompts import PROMPT_VERSION
 from tests.app import ROOT, SAMPLE, summeval_compare
 from tests.test_report import chromium_browser, count_line, open_report  # noqa: F401 (fixtures)
 
@@ -92,12 +93,23 @@ def test_the_source_is_checked_for_markers_only() -> None:
     assert [(s.check, s.text) for s in spans] == [("fence_or_template_marker", "source")]
 
 
-def test_the_bundled_sample_trips_no_check() -> None:
+def _sample() -> list[dict[str, str]]:
+    """The bundled sample's articles, each with its first three sentences as the summary (as
+    the default agent, lead-3, writes it)."""
     rows = [json.loads(line) for line in SAMPLE.read_text("utf-8").splitlines()]
-    assert rows
-    for row in rows:
-        texts = {"summary": json.dumps(row.get("output", "")), "source": str(row.get("input"))}
-        assert flag_spans(texts) == (), row.get("id")
+    return [
+        {"id": row["id"], "input": row["text"], "output": " ".join(row["text"].split(". ")[:3])}
+        for row in rows
+    ]
+
+
+def test_the_bundled_sample_trips_no_check() -> None:
+    data = _sample()
+    assert len(data) > 20
+    for row in data:
+        # Every check on both texts: the sample's articles are ordinary news.
+        texts = {"summary": row["output"], "article": row["input"]}
+        assert flag_spans(texts) == (), row["id"]
 
 
 def _data() -> list[dict[str, str]]:
@@ -181,6 +193,27 @@ def test_a_clean_runs_tables_have_empty_flags_and_a_zero_count(tmp_path: Path) -
     assert [list(f) for f in items["flags"]] == [[]]
     assert [list(f) for f in items["flag_spans"]] == [[]]
     assert read_manifest(run_dir).counts.flagged == 0  # type: ignore[union-attr]
+
+
+def test_a_clean_runs_tables_are_those_of_a_run_without_the_checks_but_the_new_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bundled sample trips no check: its run is compared with one whose checks are off.
+    data = _sample()
+    scorer = create_summarization_scorer("offline", {"max_questions": 3})
+    with_checks = asyncio.run(run_evals(scorers=[scorer], data=data, output_dir=tmp_path / "a"))
+    monkeypatch.setattr("summeval_runner._scorers._summarization.flag_spans", lambda texts: ())
+    without = asyncio.run(run_evals(scorers=[scorer], data=data, output_dir=tmp_path / "b"))
+
+    timing = {"run_id", "judge_latency_s", "target_latency_s"}
+    for name in ("items", "alignment", "coverage", "aggregates"):
+        ours = pd.read_parquet(with_checks.tables[name])
+        theirs = pd.read_parquet(without.tables[name])
+        kept = [c for c in ours.columns if c not in timing]
+        pd.testing.assert_frame_equal(ours[kept], theirs[kept])
+    items = pd.read_parquet(with_checks.tables["items"])
+    assert set(items["prompt_version"]) == {PROMPT_VERSION}
+    assert all(len(flags) == 0 for flags in items["flags"])
 
 
 def test_fail_if_flagged_fails_a_run_with_a_flagged_item_and_passes_a_clean_one(
