@@ -17,6 +17,8 @@ import pytest
 
 from summeval_runner import FakeJudge, create_summarization_scorer, run_evals, write_report
 from summeval_runner._cli._summary import print_summary
+from summeval_runner._io._compare import compare_runs
+from summeval_runner._io._gate import gate_comparison
 from summeval_runner._io._manifest import read_manifest
 from summeval_runner._scorers._flags import CHECKS, flag_names, flag_spans
 from summeval_runner._scorers._prompts import PROMPT_VERSION
@@ -236,6 +238,27 @@ def test_fail_if_flagged_fails_a_run_with_a_flagged_item_and_passes_a_clean_one(
     assert ungated.returncode == 0, ungated.stderr
     comparison = pd.read_parquet(tmp_path / "flagged" / ".." / "comparison.parquet")
     assert set(comparison["flagged"]) == {2}
+
+
+def test_the_gates_markdown_and_junit_fail_a_flagged_run_where_the_exit_code_does(
+    tmp_path: Path,
+) -> None:
+    flagged = _run(tmp_path, "flagged", _data())
+    comparison = compare_runs([flagged])
+
+    verdict = gate_comparison(comparison, fail_if_flagged=True)
+    clean_run = _run(tmp_path, "clean", _data()[:1])
+    clean = gate_comparison(compare_runs([clean_run]), fail_if_flagged=True)
+
+    assert verdict.gated
+    assert not verdict.passed
+    assert clean.passed
+    assert "tripped a manipulation check" in verdict.markdown()
+    assert "fail if an item tripped a manipulation check" in verdict.markdown()
+    junit = verdict.junit_xml()
+    assert 'type="flagged"' in junit
+    assert "failures=\"1\"" in junit
+    assert 'type="flagged"' not in clean.junit_xml()
 
 
 def test_fail_if_flagged_fails_a_run_made_before_the_checks(tmp_path: Path) -> None:
