@@ -23,6 +23,13 @@ from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID, S
 from summeval_runner._stats import mean_interval, quantile
 
 _ERROR_STEPS = "target, preprocess, analyze, reason, or scorer"
+
+
+def _parquet_list(kind: pa.DataType) -> pa.DataType:
+    # Named "element", as Parquet's list layout names it: the schema read back is this one.
+    return pa.list_(pa.field("element", kind))
+
+
 FLAG_SPAN_TYPE = pa.struct(
     [
         pa.field("check", pa.string()),
@@ -113,14 +120,14 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                 ),
                 described(
                     "flags",
-                    pa.list_(pa.string()),
+                    _parquet_list(pa.string()),
                     "the manipulation checks the texts tripped (addressed_to_judge, "
                     "forged_verdict, fence_or_template_marker); empty when none; not in the score",
                     nullable=False,
                 ),
                 described(
                     "flag_spans",
-                    pa.list_(FLAG_SPAN_TYPE),
+                    _parquet_list(FLAG_SPAN_TYPE),
                     "where each flag matched: check, text (summary or source), start and end "
                     "characters, and the match (cut at 200 characters)",
                     nullable=False,
