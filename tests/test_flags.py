@@ -167,6 +167,18 @@ def test_a_runs_flags_are_in_its_results_tables_manifest_and_summary(
     ) in printed
 
 
+def test_the_journal_knows_the_flagged_items_a_failed_runs_manifest_counts(
+    tmp_path: Path,
+) -> None:
+    from summeval_runner._io._journal import JOURNAL, _contents, _Damage
+
+    run_dir = _run(tmp_path, "run", _data())
+
+    contents = _contents(run_dir / JOURNAL, _Damage())
+    assert contents.flagged == {"hostile", "forged"}
+    assert set(contents.statuses) == {"clean", "hostile", "forged"}
+
+
 def test_flags_never_change_the_score() -> None:
     # A judge that gives both summaries the same verdicts: the flagged one scores the same.
     judge = FakeJudge(

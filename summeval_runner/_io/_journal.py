@@ -278,6 +278,8 @@ class JournalContents:
     questions: tuple[QuestionsLine, ...] = ()
     # The provider batches the run made, in the order journaled.
     batches: tuple[BatchRecord, ...] = ()
+    # The items whose last record tripped a manipulation check.
+    flagged: frozenset[str] = frozenset()
 
 
 class RunWriter:
@@ -612,6 +614,7 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
     parts: dict[str, PartTraffic] = {}
     questions: dict[tuple[str, str], QuestionsLine] = {}
     batches: list[BatchRecord] = []
+    flagged: set[str] = set()
     if not journal.exists():
         return JournalContents(statuses, parts)
     for number, _, line in _lines(journal):
@@ -628,11 +631,20 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
             else:
                 record = ItemRecord.model_validate_json(line)
                 statuses[record.item_id] = record.status
+                if record.flagged:
+                    flagged.add(record.item_id)
+                else:
+                    flagged.discard(record.item_id)
         except ValidationError as error:
             damage.note(journal, number, error)
     damage.summarize(journal)
     return JournalContents(
-        statuses, parts, tuple(sorted(damage.lines)), tuple(questions.values()), tuple(batches)
+        statuses,
+        parts,
+        tuple(sorted(damage.lines)),
+        tuple(questions.values()),
+        tuple(batches),
+        frozenset(flagged),
     )
 
 
