@@ -167,6 +167,16 @@ def test_a_runs_flags_are_in_its_results_tables_manifest_and_summary(
     ) in printed
 
 
+def test_a_run_without_a_directory_counts_its_flagged_items() -> None:
+    scorer = create_summarization_scorer("offline", {"max_questions": 3})
+
+    result = asyncio.run(run_evals(scorers=[scorer], data=_data()))
+
+    assert result.counts.flagged == 2
+    flagged = {item.item_id for item in result.items if item.results[scorer.id].flags}
+    assert flagged == {"hostile", "forged"}
+
+
 def test_the_journal_knows_the_flagged_items_a_failed_runs_manifest_counts(
     tmp_path: Path,
 ) -> None:
