@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from summeval_runner._scorers._fences import fenced
+
 
 def tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / 4)
@@ -89,17 +91,13 @@ def _step(body: dict[str, Any]) -> str:
     return "claims" if "atomic claims" in system else "reason"
 
 
-def _between(text: str, start: str, end: str) -> str:
-    return text.split(start, 1)[-1].split(end, 1)[0].strip()
-
-
 def reply_for(body: dict[str, Any]) -> dict[str, Any]:
     """The judge's reply for the request's step, as a careful model would size it."""
     user = str(body["messages"][-1]["content"])
     step = _step(body)
     if step in ("preprocess", "claims"):
-        summary = _between(user, "<summary>", "</summary>")
-        source = _between(user, "<source>", "</source>")
+        summary = (fenced(user, "summary") or "").strip()
+        source = (fenced(user, "source") or "").strip()
         sentences = [s for s in _SENTENCE.split(source) if s.strip()]
         wanted = re.search(r"at most (\d+) questions", user)
         # A claims-only call (the source's questions are shared) asks for none.

@@ -33,6 +33,7 @@ import itertools
 import json
 import math
 import random
+import re
 import socket
 import sys
 import threading
@@ -41,6 +42,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+
+from summeval_runner._scorers._fences import fenced
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,14 @@ QUESTION_POOL = (
 )
 
 
+_MARKER = re.compile(r"(</?[a-z]+-)[0-9a-f]{16}>")
+
+
+def unfenced(text: str) -> str:
+    """``text`` with every fence's random marker replaced by the same constant."""
+    return _MARKER.sub(r"\1FENCE>", text)
+
+
 def step_of(body: dict[str, Any]) -> str:
     if "response_format" not in body:
         return "summarize"  # a plain chat request, as the bundled LLM summarizer sends
@@ -239,7 +250,7 @@ def valid_content(body: dict[str, Any], questions_follow_summary: bool = False) 
         questions = list(QUESTION_POOL[:3])
         if questions_follow_summary:
             user = str(body["messages"][-1]["content"])
-            summary = user.split("<summary>", 1)[-1].split("</summary>", 1)[0]
+            summary = fenced(user, "summary") or ""
             start = int(hashlib.sha256(summary.encode()).hexdigest(), 16) % len(QUESTION_POOL)
             questions = [QUESTION_POOL[(start + i) % len(QUESTION_POOL)] for i in range(3)]
         return {"alignment": claims, "questions": questions}
@@ -247,9 +258,8 @@ def valid_content(body: dict[str, Any], questions_follow_summary: bool = False) 
         return {"alignment": claims}
     if step == "analyze":
         user = str(body["messages"][1]["content"])
-        questions = [
-            line.split(". ", 1)[1] for line in user.split("QUESTIONS:\n", 1)[1].splitlines()
-        ]
+        numbered = fenced(user.split("QUESTIONS:\n", 1)[1], "questions") or ""
+        questions = [line.split(". ", 1)[1] for line in numbered.splitlines()]
         return {
             "coverage": [
                 {"question": q, "answered": index == 0, "reason": "checked"}
@@ -428,7 +438,9 @@ class ChatServer:
         mix = self.mix
         if mix is None:
             return None
-        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        # A request's fence marker is fresh each time it is built: its fate is the same whatever
+        # the marker, as it is whatever order requests arrive in.
+        digest = hashlib.sha256(unfenced(json.dumps(body, sort_keys=True)).encode()).hexdigest()
         now = time.monotonic()
         if self._first_request is None:
             self._first_request = now

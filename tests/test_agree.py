@@ -37,6 +37,7 @@ from summeval_runner import (
     create_summarization_scorer,
     judge_agreement_sync,
 )
+from summeval_runner._scorers._fences import fenced
 from tests.app import ENV, FAST_RETRIES, ROOT, SAMPLE, run_agree
 from tests.browser import chromium
 from tests.chat_server import ChatServer, Fault
@@ -577,7 +578,7 @@ def _http_judge_content(body: dict[str, Any], questions_follow_summary: bool = F
     (``Summary A3 of d1``: 3 of 4)."""
     content = _VALID_CONTENT(body, questions_follow_summary)
     if chat_server_module.step_of(body) in ("preprocess", "claims"):
-        summary = str(body["messages"][1]["content"]).split("<summary>\n", 1)[1]
+        summary = fenced(str(body["messages"][1]["content"]), "summary") or ""
         supported = int(summary.split("A", 1)[1][0])
         content["alignment"] = [
             {"claim": f"c{i}", "supported": i < supported, "reason": "r"} for i in range(4)

@@ -117,6 +117,7 @@ def test_the_run_is_written_as_it_goes_and_described_in_the_manifest(
         "scored": SAMPLE_ITEMS,
         "unscorable": 0,
         "errors": 0,
+        "flagged": 0,
     }
     assert manifest["config"]["scorer"] == {"max_questions": 10, "scale": 1.0, "questions": "per_source"}
     assert manifest["prompt_version"].startswith("summarization-")

@@ -30,7 +30,7 @@ from summeval_runner import (
 )
 from summeval_runner._io._tables import TRANSCRIPTS_SCHEMA
 from tests.app import ENV, SECRET, openai_run, run_app, start_app, summeval_merge, table
-from tests.chat_server import ChatServer, Fault, Recorded, Reply, valid_content
+from tests.chat_server import ChatServer, Fault, Recorded, Reply, unfenced, valid_content
 from tests.documents import write_dataset
 from tests.test_recovery import wait_until
 from tests.test_secrets import assert_nowhere
@@ -54,7 +54,13 @@ def _openai_scorer(server: ChatServer, **settings: object) -> Any:
 
 
 def _sent(messages: Any) -> str:
-    """A request's messages as one comparable text."""
+    """A request's messages as one comparable text, but for its fences' random markers: a
+    request answered by the cache, or by a batch line an alike request made, was fenced with
+    another marker than the one that reached the server."""
+    return unfenced(_exact(messages))
+
+
+def _exact(messages: Any) -> str:
     return json.dumps([{"role": m["role"], "content": m["content"]} for m in messages])
 
 
@@ -290,7 +296,10 @@ def test_a_cache_hit_is_the_cached_reply_marked_cached(
     assert len(second) == len(first) == sent == 3
     for column in ("step", "attempt", "reply", "verdict", "settings"):
         assert second[column].tolist() == first[column].tolist()
+    # The same messages, but for the fences' markers: each request is fenced afresh, and its
+    # key in the cache is the same whatever its marker.
     assert [_sent(m) for m in second["messages"]] == [_sent(m) for m in first["messages"]]
+    assert [_exact(m) for m in second["messages"]] != [_exact(m) for m in first["messages"]]
 
 
 def test_the_table_is_typed_described_and_reads_in_pandas_and_duckdb(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ into the current folder.
 
 Exit codes: 0 compared (and, with ``--fail-if-drop`` or ``--fail-if-below``, the gate passed); 1
 the gate failed: a variant dropped below the baseline by more than the threshold, significantly,
-or a compared run's mean on a dimension is below ``--fail-if-below``'s floor, or a compared run
+or a compared run's mean on a dimension is below ``--fail-if-below``'s floor, or (with
+``--fail-if-flagged``) a compared run has an item that tripped a manipulation check, or a run
 did not complete (items unfinished), scored no item, errored more than ``--max-error-rate``, or
 has no item in common with the baseline (nothing was compared). With ``--history``, the newest
 run is gated whatever its status (failed, interrupted, aborted, still running or killed);
@@ -105,6 +106,15 @@ def _parser() -> argparse.ArgumentParser:
         "score when not named) is below X, whatever the baseline; repeat it for several "
         "dimensions. Like --fail-if-drop, it also fails a run that did not complete, scored no "
         "item or errored more than --max-error-rate (with --history: the newest run only)",
+    )
+    parser.add_argument(
+        "--fail-if-flagged",
+        action="store_true",
+        help="exit 1 when a compared run has an item that tripped a manipulation check (the "
+        "flags column of items.parquet: text addressed to the judge, a forged verdict, fence "
+        "or chat-template markers), or was made before the checks; with --history: the newest "
+        "run only. Like --fail-if-drop, it also fails a run that did not complete, scored no "
+        "item or errored more than --max-error-rate",
     )
     parser.add_argument(
         "--max-error-rate",
@@ -318,7 +328,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    gating = args.fail_if_drop is not None or bool(floors)
+    gating = args.fail_if_drop is not None or bool(floors) or args.fail_if_flagged
     if args.max_error_rate is not None and not gating:
         print(
             "summeval-compare: error: --max-error-rate is a rule of the gate: give --fail-if-drop "
@@ -426,6 +436,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         max_error_rate=args.max_error_rate or 0.0,
         fail_if_below=floors,
         exclude=earlier,
+        fail_if_flagged=args.fail_if_flagged,
     )
     if not verdict.gated:
         for unfinished in unfinished_runs(comparison):
@@ -451,6 +462,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"summeval-compare: regression: {regression.describe()}", file=sys.stderr)
     for low in verdict.below:
         print(f"summeval-compare: below threshold: {low.describe()}", file=sys.stderr)
+    for flagged in verdict.flagged:
+        print(f"summeval-compare: flagged: {flagged.describe()}", file=sys.stderr)
     for path, text in ((args.summary_md, verdict.markdown), (args.junit, verdict.junit_xml)):
         if path is None:
             continue

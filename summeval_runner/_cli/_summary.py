@@ -138,6 +138,29 @@ def error_lines(run_dir: Path, manifest: Manifest) -> list[str]:
     return lines
 
 
+def flag_lines(run_dir: Path, manifest: Manifest) -> list[str]:
+    """How many items a manipulation check tripped on, and which checks, when any did (a run
+    with none says so in its manifest's ``counts.flagged``: 0)."""
+    counts = manifest.counts
+    items = manifest.tables.get("items")
+    if counts is None or not counts.flagged or items is None:
+        return []
+    table = pq.read_table(run_dir / items, columns=["item_id", "flags"])
+    by_check: Counter[str] = Counter()
+    seen: set[tuple[str, str]] = set()
+    for row in table.to_pylist():
+        for check in row["flags"] or ():
+            # An item counts once per check, whatever its scorers and trials.
+            if (row["item_id"], check) not in seen:
+                seen.add((row["item_id"], check))
+                by_check[check] += 1
+    checks = ", ".join(f"{check} {count}" for check, count in by_check.most_common())
+    return [
+        f"flagged: {counts.flagged} of {counts.total} items tripped a manipulation check "
+        f"({checks}; the flags and flag_spans columns of items.parquet; not in the score)"
+    ]
+
+
 def print_summary(run_dir: Path, manifest: Manifest) -> None:
     """The counts (unfinished items and hook errors included), the results directory, a table
     of the aggregates and the most frequent errors, on stdout; why the run stopped, if it did
@@ -150,6 +173,8 @@ def print_summary(run_dir: Path, manifest: Manifest) -> None:
     took = f", in {manifest.duration_s:.1f} s" if timed else ""
     if counts is not None:
         print(counts_line(manifest) + took)
+    for line in flag_lines(run_dir, manifest):
+        print(line)
     if manifest.cost is not None:
         print(cost_line(manifest))
     print(f"results: {run_dir}")

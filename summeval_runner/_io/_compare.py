@@ -60,6 +60,12 @@ COMPARISON_SCHEMA = pa.schema(
         described("unscorable", pa.int64(), "items unscorable (a blank text)", nullable=False),
         described("errors", pa.int64(), "items that ended in error", nullable=False),
         described("unfinished", pa.int64(), "items the run did not finish", nullable=False),
+        described(
+            "flagged",
+            pa.int64(),
+            "items that tripped a manipulation check (items.parquet's flags); null for a run "
+            "made before the checks (no flags column)",
+        ),
         described("dimension", pa.string(), "score, alignment or coverage", nullable=False),
         described("n", pa.int64(), "scored items with a value of the dimension", nullable=False),
         described("mean", pa.float64(), "the dimension's mean over the scored items"),
@@ -177,6 +183,14 @@ def run_counts(run: Run) -> dict[str, int]:
         "unscorable": int((statuses == "unscorable").sum()),
         "errors": int((statuses == "error").sum()),
     }
+
+
+def flagged_items(run: Run) -> int | None:
+    """The run's items (of the summarization scorer) with a manipulation flag, or ``None`` for
+    a run whose items table predates the checks (it has no ``flags`` column)."""
+    if "flags" not in run.items.columns:
+        return None
+    return int(sum(1 for flags in run.items["flags"] if flags is not None and len(flags)))
 
 
 def _judge(run: Run) -> Any:
@@ -481,6 +495,7 @@ def compare_loaded(
                 "run_id": run.run_id,
                 "status": run.manifest.status,
                 "unfinished": run.manifest.unfinished_of(counts["items"]),
+                "flagged": flagged_items(run),
                 **counts,
                 "dimension": dimension,
                 "n": len(values),
@@ -758,6 +773,44 @@ def unfinished_runs(comparison: pd.DataFrame) -> list[BrokenRun]:
     their finished items only."""
     found = (_broken(row, 1.0) for row in _runs_of(comparison))
     return [broken for broken in found if broken is not None and broken.failure == "unfinished"]
+
+
+@dataclass(frozen=True)
+class FlaggedRun:
+    """A compared run with items that tripped a manipulation check (``--fail-if-flagged``), or
+    (``flagged`` None) one made before the checks, which cannot say whether it has any."""
+
+    variant: str
+    run_dir: str
+    flagged: int | None
+    items: int
+
+    def describe(self) -> str:
+        where = f"{self.variant} ({self.run_dir})"
+        if self.flagged is None:
+            return (
+                f"{where} was made before the manipulation checks (its items.parquet has no "
+                "flags column): rerun it to gate on its flags"
+            )
+        return (
+            f"{where}: {self.flagged} of {self.items} items tripped a manipulation check (see "
+            "flags and flag_spans in its items.parquet)"
+        )
+
+
+def flagged_runs(comparison: pd.DataFrame, *, exclude: Sequence[str] = ()) -> list[FlaggedRun]:
+    """The compared runs, but those in ``exclude`` (run directories), with a flagged item or
+    no flags to check."""
+    found = []
+    for row in _runs_of(comparison):
+        if str(row["run_dir"]) in exclude:
+            continue
+        flagged = row.get("flagged")
+        count = None if flagged is None or pd.isna(flagged) else int(flagged)
+        if count is None or count > 0:
+            variant, where = str(row["variant"]), str(row["run_dir"])
+            found.append(FlaggedRun(variant, where, count, int(row["items"])))
+    return found
 
 
 @dataclass(frozen=True)

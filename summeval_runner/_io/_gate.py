@@ -26,10 +26,12 @@ import pandas as pd
 from summeval_runner._io._compare import (
     BelowThreshold,
     BrokenRun,
+    FlaggedRun,
     Regression,
     UnpairedRun,
     below_thresholds,
     broken_runs,
+    flagged_runs,
     regressions,
     unpaired_runs,
 )
@@ -47,7 +49,8 @@ _WORST_SHOWN = 5
 class GateVerdict:
     """What the gate found in a comparison: each rule's findings, and whether it passed.
 
-    ``gated`` is False when no rule was given (no ``fail_if_drop``, no ``fail_if_below``):
+    ``gated`` is False when no rule was given (no ``fail_if_drop``, no ``fail_if_below``, no
+    ``fail_if_flagged``):
     nothing was checked, and the verdict passes, as ``summeval-compare`` exits 0 without a gate.
     ``comparison`` is the table the verdict was made on (for the writers).
     """
@@ -61,10 +64,12 @@ class GateVerdict:
     unpaired: tuple[UnpairedRun, ...] = ()
     regressions: tuple[Regression, ...] = ()
     below: tuple[BelowThreshold, ...] = ()
+    fail_if_flagged: bool = False
+    flagged: tuple[FlaggedRun, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return not (self.broken or self.unpaired or self.regressions or self.below)
+        return not (self.broken or self.unpaired or self.regressions or self.below or self.flagged)
 
     def markdown(self) -> str:
         """The comparison and the verdict as GitHub-flavoured Markdown."""
@@ -83,21 +88,26 @@ def gate_comparison(
     max_error_rate: float = 0.0,
     fail_if_below: Mapping[str, float] | None = None,
     exclude: Sequence[str] = (),
+    fail_if_flagged: bool = False,
 ) -> GateVerdict:
     """The gate's verdict on ``comparison``: fail on a variant below the baseline by more than
     ``fail_if_drop`` on any dimension, significantly; on a mean below ``fail_if_below``
     (``{"score": 0.7}``) in any run but those in ``exclude`` (run directories: with a history,
     the earlier run is the yardstick, not a run to gate); and, with either rule, on a run that
     did not complete, scored nothing, errored more than ``max_error_rate``, or (with
-    ``fail_if_drop``) shares no scored item with the baseline.
+    ``fail_if_drop``) shares no scored item with the baseline. ``fail_if_flagged``: fail on a
+    run (but those in ``exclude``) with an item that tripped a manipulation check, or made
+    before the checks.
 
     >>> import pandas as pd
     >>> gate_comparison(pd.DataFrame()).gated
     False
     """
     floors = dict(fail_if_below or {})
-    gated = fail_if_drop is not None or bool(floors)
-    verdict = GateVerdict(comparison, gated, fail_if_drop, max_error_rate, floors)
+    gated = fail_if_drop is not None or bool(floors) or fail_if_flagged
+    verdict = GateVerdict(
+        comparison, gated, fail_if_drop, max_error_rate, floors, fail_if_flagged=fail_if_flagged
+    )
     if not gated:
         return verdict
     broken = tuple(broken_runs(comparison, max_error_rate))
@@ -109,8 +119,19 @@ def gate_comparison(
         unpaired = tuple(run for run in unpaired_runs(comparison) if run.run_dir not in gone)
         dropped = tuple(regressions(comparison, fail_if_drop))
     below = tuple(below_thresholds(comparison, floors, exclude=exclude)) if floors else ()
+    flagged = tuple(flagged_runs(comparison, exclude=exclude)) if fail_if_flagged else ()
     return GateVerdict(
-        comparison, gated, fail_if_drop, max_error_rate, floors, broken, unpaired, dropped, below
+        comparison,
+        gated,
+        fail_if_drop,
+        max_error_rate,
+        floors,
+        broken,
+        unpaired,
+        dropped,
+        below,
+        fail_if_flagged,
+        flagged,
     )
 
 
@@ -141,6 +162,7 @@ def _cases(verdict: GateVerdict) -> list[_Case]:
         label, where = str(run["variant"]), str(run["run_dir"])
         health = [("broken", b.describe()) for b in verdict.broken if b.run_dir == where]
         health += [("unpaired", u.describe()) for u in verdict.unpaired if u.run_dir == where]
+        health += [("flagged", f.describe()) for f in verdict.flagged if f.run_dir == where]
         cases.append(_Case(label, where, HEALTH, tuple(health)))
         for dimension in METRICS:
             failures = [
@@ -220,11 +242,16 @@ def _figures(row: Mapping[str, Any]) -> str:
 
 def _rules(verdict: GateVerdict) -> str:
     if not verdict.gated:
-        return "none (no --fail-if-drop, no --fail-if-below): nothing is checked"
+        return (
+            "none (no --fail-if-drop, no --fail-if-below, no --fail-if-flagged): nothing is "
+            "checked"
+        )
     rules = []
     if verdict.fail_if_drop is not None:
         rules.append(f"fail if a significant drop exceeds {verdict.fail_if_drop:g}")
     rules += [f"fail if {dim} mean < {floor:g}" for dim, floor in verdict.fail_if_below.items()]
+    if verdict.fail_if_flagged:
+        rules.append("fail if an item tripped a manipulation check")
     rules.append(f"errored items allowed: {verdict.max_error_rate:.1%}")
     return "; ".join(rules)
 

@@ -278,6 +278,8 @@ class JournalContents:
     questions: tuple[QuestionsLine, ...] = ()
     # The provider batches the run made, in the order journaled.
     batches: tuple[BatchRecord, ...] = ()
+    # The items whose last record tripped a manipulation check.
+    flagged: frozenset[str] = frozenset()
 
 
 class RunWriter:
@@ -425,6 +427,7 @@ class RunWriter:
         summary = Summary()
         noise = NoiseTally()
         statuses: list[Status] = []
+        flagged = 0
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in schemas}
 
         def flush() -> None:
@@ -443,6 +446,7 @@ class RunWriter:
             records = _latest_records(self.journal_path, self._damage)
             for count, record in enumerate(records, 1):
                 statuses.append(record.status)
+                flagged += record.flagged
                 noise.add(record)
                 built = rows_of(record, run_id=run_id, variant=variant, metadata=metadata)
                 for name, table in built.items():
@@ -469,7 +473,7 @@ class RunWriter:
             transcript_path.unlink(missing_ok=True)
         for path in paths.values():
             os.replace(_partial(path), path)
-        return Compacted(tables=paths, counts=RunCounts.of(statuses), noise=noise)
+        return Compacted(tables=paths, counts=RunCounts.of(statuses, flagged), noise=noise)
 
 
 def _statistics_columns(schema: pa.Schema) -> list[str]:
@@ -610,6 +614,7 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
     parts: dict[str, PartTraffic] = {}
     questions: dict[tuple[str, str], QuestionsLine] = {}
     batches: list[BatchRecord] = []
+    flagged: set[str] = set()
     if not journal.exists():
         return JournalContents(statuses, parts)
     for number, _, line in _lines(journal):
@@ -626,11 +631,20 @@ def _contents(journal: Path, damage: _Damage) -> JournalContents:
             else:
                 record = ItemRecord.model_validate_json(line)
                 statuses[record.item_id] = record.status
+                if record.flagged:
+                    flagged.add(record.item_id)
+                else:
+                    flagged.discard(record.item_id)
         except ValidationError as error:
             damage.note(journal, number, error)
     damage.summarize(journal)
     return JournalContents(
-        statuses, parts, tuple(sorted(damage.lines)), tuple(questions.values()), tuple(batches)
+        statuses,
+        parts,
+        tuple(sorted(damage.lines)),
+        tuple(questions.values()),
+        tuple(batches),
+        frozenset(flagged),
     )
 
 

@@ -137,6 +137,13 @@ def _questions(run: Run) -> dict[str, list[list[Any]]]:
     }
 
 
+def _flags(spans: Any) -> list[list[str]] | None:
+    """An item's flag spans as the viewer reads them; None when it has none."""
+    if spans is None or isinstance(spans, float) or not len(spans):
+        return None
+    return [[str(s["check"]), str(s["text"]), str(s["match"])] for s in spans]
+
+
 def has_cost_columns(run: Run) -> bool:
     return any(column in run.items.columns for column in COST_COLUMNS)
 
@@ -149,9 +156,10 @@ def viewer_data(
     ``items``: one ``[item_id, source, entries]`` per item, in the first run's order and then
     the items only later runs have; ``entries``: one per run, null where the run lacks the
     item, else ``[status, score, alignment, coverage, summary, reason, error, claims,
-    questions, cost, source]`` (``error``: ``[type, step, message]``; ``claims``:
+    questions, cost, source, flags]`` (``error``: ``[type, step, message]``; ``claims``:
     ``[text, 1|0, reason]``; ``questions``: ``[text, a|n|m, reason]``; ``cost``:
-    ``[judge, target]``; ``source`` only where it differs from the item's).
+    ``[judge, target]``; ``source`` only where it differs from the item's; ``flags``: the
+    manipulation checks the item tripped, ``[check, text, match]`` each, null when none).
     """
     order: dict[str, int] = {}
     for run in runs:
@@ -188,7 +196,8 @@ def _fill(
         name: items[name].tolist() if name in items.columns else [None] * len(items)
         for name in (
             "item_id", "status", "score", "alignment_score", "coverage_score", "summary",
-            "reason", "error_type", "error_step", "error_message", "source", *COST_COLUMNS,
+            "reason", "error_type", "error_step", "error_message", "source", "flag_spans",
+            *COST_COLUMNS,
         )
     }  # fmt: skip
     for row in zip(*columns.values(), strict=True):
@@ -218,4 +227,5 @@ def _fill(
             questions.get(item_id, []),
             None if costs == [None, None] else costs,
             source if source is not None and source != sources[index] else None,
+            _flags(value["flag_spans"]),
         ]

@@ -14,7 +14,7 @@
   // An entry's fields, as _report_data.py writes them.
   const E = {
     status: 0, score: 1, alignment: 2, coverage: 3, summary: 4, reason: 5, error: 6,
-    claims: 7, questions: 8, cost: 9, source: 10,
+    claims: 7, questions: 8, cost: 9, source: 10, flags: 11,
   };
 
   function el(tag, attrs, ...children) {
@@ -83,6 +83,7 @@
       this.variants = new Set(data.variants.map((_, index) => index));
       this.scoreMin = null;
       this.scoreMax = null;
+      this.flaggedOnly = false;
       this.page = 0;
       this.visible = this.rows;
     }
@@ -108,6 +109,7 @@
             coverage: entry[E.coverage],
             change: typeof score === "number" && typeof baseScore === "number" ? score - baseScore : null,
             reason,
+            flags: [...new Set((entry[E.flags] || []).map((flag) => flag[0]))],
             haystack: [id, entry[E.summary] ?? "", reason].join("\n").toLowerCase(),
           });
         });
@@ -170,8 +172,13 @@
         });
         return input;
       };
+      const flagged = this.rows.filter((row) => row.flags.length).length;
+      const flagBox = el("input", { type: "checkbox", id: "flagged-only" });
+      flagBox.addEventListener("change", () => { this.flaggedOnly = flagBox.checked; this.refresh(); });
       return el("div", { class: "controls" },
         el("label", { class: "search" }, "Search ", search),
+        el("fieldset", { id: "flag-filter" }, el("legend", { text: "Manipulation flags" }),
+          el("label", { class: "check", for: "flagged-only" }, flagBox, `flagged only (${flagged})`)),
         el("fieldset", { id: "status-filter" }, el("legend", { text: "Status" }), ...statusBoxes),
         el("fieldset", { id: "variant-filter" }, el("legend", { text: "Variant" }), ...variantBoxes),
         el("fieldset", { id: "score-filter" }, el("legend", { text: "Score" }),
@@ -219,6 +226,7 @@
 
     matches(row) {
       if (!this.statuses.has(row.status) || !this.variants.has(row.variant)) return false;
+      if (this.flaggedOnly && !row.flags.length) return false;
       if (this.scoreMin !== null || this.scoreMax !== null) {
         if (typeof row.score !== "number") return false;
         if (this.scoreMin !== null && row.score < this.scoreMin) return false;
@@ -284,7 +292,8 @@
       const cells = [
         el("td", { class: "id" }, el("button", { type: "button", class: "open", text: row.id, title: "Open this item" })),
         el("td", { class: "variant" }, swatch, variant.label),
-        el("td", {}, el("span", { class: `status ${STATUS[row.status]}`, text: STATUS[row.status] })),
+        el("td", {}, el("span", { class: `status ${STATUS[row.status]}`, text: STATUS[row.status] }),
+          row.flags.length ? el("span", { class: "flag", text: "flagged", title: row.flags.join(", ") }) : null),
         el("td", { class: "num", text: number(row.score) }),
         el("td", { class: "num", text: number(row.alignment) }),
         el("td", { class: "num", text: number(row.coverage) }),
@@ -294,7 +303,7 @@
         cells.push(el("td", { class: `num ${tone}`, text: row.variant === 0 ? "base" : signed(row.change) }));
       }
       cells.push(el("td", { class: "reason", text: row.reason.length > 160 ? `${row.reason.slice(0, 157)}\u2026` : row.reason, title: row.reason }));
-      const tr = el("tr", { "data-item": row.id, "data-variant": variant.label, "data-status": STATUS[row.status] }, ...cells);
+      const tr = el("tr", { "data-item": row.id, "data-variant": variant.label, "data-status": STATUS[row.status], "data-flags": row.flags.join(" ") }, ...cells);
       tr.addEventListener("click", () => this.open(position));
       return tr;
     }
@@ -366,6 +375,13 @@
       if (error) {
         column.append(el("div", { class: "error-detail", role: "note" },
           el("b", { text: error[0] }), " in step ", el("b", { text: error[1] }), ": ", error[2]));
+      }
+      const flags = entry[E.flags] || [];
+      if (flags.length) {
+        // Data about the texts, decided by deterministic checks: not part of the score.
+        const list = el("ul", {});
+        for (const [check, text, match] of flags) list.append(el("li", {}, el("b", { text: check }), ` in the ${text}: `, el("q", { text: match })));
+        column.append(el("div", { class: "flag-detail", role: "note" }, "Flagged (not part of the score):", list));
       }
       if (entry[E.source] !== null && entry[E.source] !== undefined) {
         column.append(el("details", { class: "source" }, el("summary", { text: "This run's source differs" }), el("p", { class: "text", text: entry[E.source] })));

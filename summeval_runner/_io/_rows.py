@@ -93,6 +93,11 @@ class ItemRecord(_Frozen):
     target_output_tokens: int | None = None
     target_cost: float | None = None
 
+    @property
+    def flagged(self) -> bool:
+        """A manipulation check tripped on the item's texts, in any scorer's result."""
+        return any(o.summarization is not None and o.summarization.flags for o in self.outcomes)
+
     @classmethod
     def of(cls, result: ItemResult, position: int) -> ItemRecord:
         usage = result.target_usage
@@ -147,7 +152,7 @@ def rows_of(
             "trial": outcome.trial,
         }
         row: dict[str, Any] = dict.fromkeys(ITEMS_SCHEMA.names) | keys
-        row["metadata"] = typed
+        row |= {"metadata": typed, "flags": [], "flag_spans": []}
         if outcome.trial == 0:
             # The agent was called once for the item, whatever its trials: its use is on the
             # first trial's row, so a sum over a scorer's rows counts each call once.
@@ -202,6 +207,8 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
         "reason": result.reason,
         "source": result.source,
         "summary": result.summary,
+        "flags": list(result.flags),
+        "flag_spans": [span.model_dump() for span in result.flag_spans],
         "judge": result.judge,
         "prompt_version": result.prompt_version,
         "max_questions": result.max_questions,

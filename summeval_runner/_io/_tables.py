@@ -25,6 +25,22 @@ from summeval_runner._stats import mean_interval, quantile
 _ERROR_STEPS = "target, preprocess, analyze, reason, or scorer"
 
 
+def _parquet_list(kind: pa.DataType) -> pa.DataType:
+    # Named "element", as Parquet's list layout names it: the schema read back is this one.
+    return pa.list_(pa.field("element", kind))
+
+
+FLAG_SPAN_TYPE = pa.struct(
+    [
+        pa.field("check", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("start", pa.int32()),
+        pa.field("end", pa.int32()),
+        pa.field("match", pa.string()),
+    ]
+)
+
+
 def _key_fields() -> list[pa.Field]:
     """Which run, variant, item, scorer and trial (RunOptions.trials; 0 for a run of one trial)
     every row belongs to."""
@@ -101,6 +117,20 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                     "summary",
                     pa.string(),
                     "the summary that was judged; null when nothing was judged",
+                ),
+                described(
+                    "flags",
+                    _parquet_list(pa.string()),
+                    "the manipulation checks the texts tripped (addressed_to_judge, "
+                    "forged_verdict, fence_or_template_marker); empty when none; not in the score",
+                    nullable=False,
+                ),
+                described(
+                    "flag_spans",
+                    _parquet_list(FLAG_SPAN_TYPE),
+                    "where each flag matched: check, text (summary or source), start and end "
+                    "characters, and the match (cut at 200 characters)",
+                    nullable=False,
                 ),
                 described(
                     "judge",

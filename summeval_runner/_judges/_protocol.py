@@ -26,20 +26,25 @@ class _Value(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
+# Every verdict object asks for its reason before its verdict (the schema's order is the order a
+# model writes in): the evidence is written before the model commits. The claim or question
+# judged comes first: it is what the reason is about.
+
+
 class ClaimVerdict(_Value):
     """One atomic claim of the summary and whether the source supports it."""
 
     claim: StrictStr
-    supported: StrictBool
     reason: StrictStr
+    supported: StrictBool
 
 
 class QuestionVerdict(_Value):
     """One coverage question and whether the summary alone answers it."""
 
     question: StrictStr
-    answered: StrictBool
     reason: StrictStr
+    answered: StrictBool
 
 
 class PreprocessStepResult(_Value):
@@ -65,8 +70,8 @@ class AnalyzeStepResult(_Value):
 class AnswerVerdict(_Value):
     """The judge's verdict on one coverage question; the question itself is not repeated."""
 
-    answered: StrictBool
     reason: StrictStr
+    answered: StrictBool
 
 
 class AnalyzeReply(_Value):
@@ -151,7 +156,10 @@ class JudgeRequest:
     ``attempt`` counts from 1; a re-ask after a malformed reply carries the previous reply and
     the validation error at the end of ``messages``. ``trial`` numbers the repeated judgments of
     one item (``RunOptions.trials``, from 0): a judge that samples varies its seed by it, and
-    the response cache keeps each trial's reply apart.
+    the response cache keeps each trial's reply apart. ``fence_marker`` is the random marker of
+    the fences the data's texts are in (``messages``): fresh per request, so no text can close
+    its fence; the response cache keys a request with it replaced by a constant, so a rerun
+    still finds its replies.
     """
 
     step: Step
@@ -162,6 +170,7 @@ class JudgeRequest:
     prompt_version: str
     attempt: int = 1
     trial: int = 0
+    fence_marker: str = ""
 
 
 @dataclass(frozen=True)

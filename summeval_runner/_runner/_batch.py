@@ -39,6 +39,7 @@ from summeval_runner._scorers._result import (
     ErrorInfo,
     EvaluationProgress,
     FailedStep,
+    SummarizationResult,
 )
 from summeval_runner._stats import RunningMean
 
@@ -162,6 +163,8 @@ class Batch:
         self.finished = 0
         self.drawn = 0
         self.statuses = {"scored": 0, "unscorable": 0, "error": 0}
+        # Items a manipulation check tripped on (SummarizationResult.flags).
+        self.flagged = 0
         # Each scorer's mean over its scored items, kept as they come (constant memory).
         self.means: dict[str, RunningMean] = {scorer_id: RunningMean() for scorer_id in ids}
         self.hook_errors = 0
@@ -187,6 +190,7 @@ class Batch:
             scored=self.statuses["scored"],
             unscorable=self.statuses["unscorable"],
             errors=self.statuses["error"],
+            flagged=self.flagged,
         )
 
     async def run(
@@ -363,6 +367,11 @@ class Batch:
     def record(self, position: int, result: ItemResult) -> None:
         self.finished += 1
         self.statuses[result.status] += 1
+        self.flagged += any(
+            isinstance(outcome, SummarizationResult) and bool(outcome.flags)
+            for trial in result.trials
+            for outcome in trial.values()
+        )
         for scorer_id, mean in self.means.items():
             score = result.score(scorer_id)
             if score is not None:

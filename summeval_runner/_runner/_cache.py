@@ -65,6 +65,8 @@ CACHE_FILE = "judge-cache.sqlite"
 # Bump when the key's or the table's layout changes: old entries then simply stop matching.
 _KEY_VERSION = 1
 _BUSY_TIMEOUT_S = 30.0
+# What a request's fence marker is in its key (not hex: no marker is it).
+_MARKER_IN_KEY = "FENCE"
 _COLUMNS = ("key", "content", "input_tokens", "output_tokens", "judge", "created")
 # Added to the replies table since (a reasoning model's reasoning tokens, of output_tokens): a
 # cache without it gains it, its earlier entries at 0, and stays readable by earlier versions.
@@ -98,7 +100,12 @@ def request_key(identity: Mapping[str, Any], request: JudgeRequest) -> str:
 
     A trial after the first (``RunOptions.trials``) is part of the key: each trial's reply is
     kept apart. The first trial's key is a plain request's, so runs without trials share it.
+    The request's fence marker (random, fresh per request) is replaced by a constant: the key
+    is the request's with its texts fenced the same way every time, so a rerun's requests,
+    fenced with new markers, find what the first run cached. (A marker derived from the text
+    instead would be one the text's author could compute, and so write a closing fence for.)
     """
+    marker = request.fence_marker
     parts: dict[str, Any] = {
         "key_version": _KEY_VERSION,
         "judge": dict(identity),
@@ -106,7 +113,10 @@ def request_key(identity: Mapping[str, Any], request: JudgeRequest) -> str:
         "step": request.step,
         "schema_name": request.schema_name,
         "json_schema": request.json_schema,
-        "messages": [[m.role, m.content] for m in request.messages],
+        "messages": [
+            [m.role, m.content.replace(marker, _MARKER_IN_KEY) if marker else m.content]
+            for m in request.messages
+        ],
     }
     if request.trial:
         parts["trial"] = request.trial

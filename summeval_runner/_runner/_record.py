@@ -446,7 +446,8 @@ class RunRecorder:
         """Mark the run ``failed`` where the manifest can still be written, with what its
         journal holds (counts, unfinished items, traffic); where it cannot, the starting
         manifest (``running``) stays, which a resume accepts just the same."""
-        counts = RunCounts.of(self._writer.contents().statuses.values())
+        contents = self._writer.contents()
+        counts = RunCounts.of(contents.statuses.values(), len(contents.flagged))
         self.count_traffic({})
         traffic = self.traffic()
         failed = self.manifest.model_copy(

@@ -144,7 +144,8 @@ def trial_mean(results: Iterable[Any]) -> float | None:
 
 
 class RunCounts(BaseModel):
-    """Items finished in a run: all of them, and how many were scored, unscorable or errors."""
+    """Items finished in a run: all of them, and how many were scored, unscorable or errors;
+    ``flagged``: how many tripped a manipulation check (any status; ``_flags.CHECKS``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -152,13 +153,14 @@ class RunCounts(BaseModel):
     scored: int = 0
     unscorable: int = 0
     errors: int = 0
+    flagged: int = 0
 
     @classmethod
-    def of(cls, statuses: Iterable[Status]) -> RunCounts:
+    def of(cls, statuses: Iterable[Status], flagged: int = 0) -> RunCounts:
         """The counts of a list of item statuses.
 
         >>> RunCounts.of(["scored", "error", "scored"])
-        RunCounts(total=3, scored=2, unscorable=0, errors=1)
+        RunCounts(total=3, scored=2, unscorable=0, errors=1, flagged=0)
         """
         listed = list(statuses)
         return cls(
@@ -166,6 +168,7 @@ class RunCounts(BaseModel):
             scored=listed.count("scored"),
             unscorable=listed.count("unscorable"),
             errors=listed.count("error"),
+            flagged=flagged,
         )
 
     def __add__(self, other: RunCounts) -> RunCounts:
@@ -174,6 +177,7 @@ class RunCounts(BaseModel):
             scored=self.scored + other.scored,
             unscorable=self.unscorable + other.unscorable,
             errors=self.errors + other.errors,
+            flagged=self.flagged + other.flagged,
         )
 
     @property

@@ -17,6 +17,7 @@ from summeval_runner._judges._protocol import (
     PromptMessage,
     Step,
 )
+from summeval_runner._scorers._flags import FlagName, FlagSpan
 
 Status = Literal["scored", "unscorable", "error"]
 # The summarization scorer's id, in every row it writes.
@@ -299,7 +300,9 @@ class SummarizationResult(_Frozen):
     input and the output. ``questions_shared`` says the questions were drawn by another
     evaluation of the same source (``questions="per_source"``), not by this one's preprocess call.
     ``transcript`` holds every judge request the evaluation made, in order, when transcripts
-    were asked for (``RunOptions.transcripts``); it is empty otherwise.
+    were asked for (``RunOptions.transcripts``); it is empty otherwise. ``flags`` names the
+    manipulation checks the summary or the source tripped (``_flags.CHECKS``; empty when none)
+    and ``flag_spans`` where each matched; they never change the score.
 
     A panel's result (``JudgePanel``) holds each judge's own result in ``panel``, in the panel's
     order (the first drew the questions); its ``judge`` is the panel's name, its
@@ -332,6 +335,8 @@ class SummarizationResult(_Frozen):
     transcript: tuple[JudgeExchange, ...] = ()
     panel: tuple[SummarizationResult, ...] = ()
     aggregate: Aggregate = "mean"
+    flags: tuple[FlagName, ...] = ()
+    flag_spans: tuple[FlagSpan, ...] = ()
 
     @property
     def asked_questions(self) -> tuple[str, ...]:

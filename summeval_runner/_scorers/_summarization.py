@@ -45,6 +45,8 @@ from summeval_runner._judges._protocol import (
     strict_json_schema,
 )
 from summeval_runner._messages import extract_source, extract_summary
+from summeval_runner._scorers._fences import new_marker
+from summeval_runner._scorers._flags import flag_names, flag_spans
 from summeval_runner._scorers._outcome import item_status
 from summeval_runner._scorers._prompts import (
     PROMPT_VERSION,
@@ -392,6 +394,9 @@ class SummarizationScorer(AsyncClosing):
             transcript=tuple(exchange for m in members for exchange in m.transcript),
             panel=members,
             aggregate=panel.aggregate,
+            # The texts are the same for every judge: so are their flags.
+            flags=members[0].flags,
+            flag_spans=members[0].flag_spans,
         )
 
     async def _evaluate(
@@ -554,7 +559,9 @@ class SummarizationScorer(AsyncClosing):
 
         ``insist``: a stricter shape the reply is re-asked for; the last reply is taken as
         ``output_type`` if it fits that (a draw of no question, kept under the spec's rule)."""
-        step, messages = _render(payload)
+        # Fresh per request: no text can predict it, so none can close its fence.
+        marker = new_marker()
+        step, messages = _render(payload, marker)
         claims_only = isinstance(payload, PreprocessInput) and payload.max_questions == 0
         schema_name = "summarization_claims" if claims_only else f"summarization_{step}"
         request = JudgeRequest(
@@ -565,6 +572,7 @@ class SummarizationScorer(AsyncClosing):
             json_schema=_SCHEMAS[schema_name],
             prompt_version=PROMPT_VERSION,
             trial=self.trial,
+            fence_marker=marker,
         )
         attempts = self.options.max_reasks + 1
         progress = EVALUATION_PROGRESS.get()
@@ -711,6 +719,8 @@ class SummarizationScorer(AsyncClosing):
         questions_shared: bool = False,
         transcript: tuple[JudgeExchange, ...] = (),
     ) -> SummarizationResult:
+        # Data about the texts, whatever the judge made of them: never part of the score.
+        spans = flag_spans({"summary": summary, "source": source})
         return SummarizationResult(
             status=status,
             score=score,
@@ -727,6 +737,8 @@ class SummarizationScorer(AsyncClosing):
             summary=summary,
             questions_shared=questions_shared,
             transcript=transcript,
+            flags=flag_names(spans),
+            flag_spans=spans,
         )
 
 
@@ -739,12 +751,12 @@ class _PanelDraw:
     draws: bool
 
 
-def _render(payload: StepInput) -> tuple[Step, tuple[PromptMessage, ...]]:
+def _render(payload: StepInput, marker: str) -> tuple[Step, tuple[PromptMessage, ...]]:
     if isinstance(payload, PreprocessInput):
-        return "preprocess", preprocess_messages(payload)
+        return "preprocess", preprocess_messages(payload, marker)
     if isinstance(payload, AnalyzeInput):
-        return "analyze", analyze_messages(payload)
-    return "reason", reason_messages(payload)
+        return "analyze", analyze_messages(payload, marker)
+    return "reason", reason_messages(payload, marker)
 
 
 def _failed_step(
