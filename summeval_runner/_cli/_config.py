@@ -30,24 +30,37 @@ _RETRY = RetryPolicy()
 
 @dataclass
 class FieldsConfig:
+    # The field holding each item's source text (or a list of chat messages).
     input: str = "input"
+    # The field holding each item's id; null, or absent from the data: ids from each input's
+    # content.
     id: str | None = "id"
+    # A field of precomputed outputs, scored as they are (with target=precomputed; refused with
+    # an agent).
     output: str | None = None
+    # A field of reference summaries, checked to exist; the summarization scorer does not read it.
     ground_truth: str | None = None
+    # Fields carried into the items table as they are (a struct column, metadata.<field> in
+    # DuckDB).
     metadata: list[str] = field(default_factory=list)
 
 
 @dataclass
 class DatasetConfig:
+    # The data file; a relative path is read from where the command runs.
     path: str = MISSING
+    # auto (from the file's suffix), jsonl, csv or parquet.
     format: str = "auto"
     fields: FieldsConfig = field(default_factory=FieldsConfig)
+    # Score only the first N items; null: all of them.
     limit: int | None = None
 
 
 @dataclass
 class ScorerConfig:
+    # The most closed coverage questions drawn from a source (at least 1).
     max_questions: int = 10
+    # The score's scale: score = min(alignment, coverage) x scale (above 0).
     scale: float = 1.0
     # per_source: a source's coverage questions are drawn once and every item of it (other
     # variants, later runs through the cache) is asked the same; per_item: each item draws its own.
@@ -109,18 +122,25 @@ class AppConfig:
 
 @dataclass
 class HumanFieldsConfig:
+    # The field holding the text that was summarized.
     source: str = "source"
+    # The field holding the rated summary.
     summary: str = "summary"
     # The field shared by the summaries of one source; null when each source has one summary.
     group: str | None = "doc_id"
+    # The field naming the system that wrote each summary, for system-level figures; null: none.
     system: str | None = None
+    # The field holding each rating's id; null: ids from the texts.
     id: str | None = None
 
 
 @dataclass
 class HumanConfig:
+    # The ratings file (human.path=...); a relative path is read from where the command runs.
     path: str = MISSING
+    # auto (from the file's suffix), jsonl, csv or parquet.
     format: str = "auto"
+    # Hold the judge against only the first N ratings; null: all of them.
     limit: int | None = None
     fields: HumanFieldsConfig = field(default_factory=HumanFieldsConfig)
     # alignment, coverage and score, each {ratings: [column, ...], binary: false}: held against
@@ -134,7 +154,9 @@ class AgreementConfig:
     # A summeval-agree run directory on the same ratings file: each figure gets the paired
     # difference from it.
     baseline: str | None = None
+    # Bootstrap resamples for each figure's interval.
     resamples: int = 1000
+    # The bootstrap's seed: the same ratings and seed give the same intervals.
     seed: int = 0
 
 
