@@ -15,6 +15,7 @@ the same cache (``bind_target``), so a rerun with another judge or scorer calls 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -82,6 +83,8 @@ class JudgeStack:
         # Hears of each provider batch as it is created and as it ends (the journal).
         self.on_batch: Callable[[BatchRecord], None] | None = None
         self._wrapped: dict[int, Judge] = {}
+        # How many of the run's scorers use each judge (bind).
+        self._sharing: Counter[int] = Counter()
         self._banks: dict[int, QuestionBank] = {}
         # Judges this run made (copies without SDK retries): the run closes them.
         self._owned: list[Any] = []
@@ -97,6 +100,8 @@ class JudgeStack:
         """The scorers as this run uses them: each judged scorer with its judge wrapped, and,
         if it shares questions per source, the judge's question bank."""
         bound = []
+        # Scorers that share a judge share its bound on requests in flight (and need it wider).
+        self._sharing = Counter(id(s.judge) for s in scorers if isinstance(s, JudgedScorer))
         for scorer in scorers:
             if isinstance(scorer, JudgedScorer):
                 key = id(scorer.judge)
@@ -189,7 +194,7 @@ class JudgeStack:
         else:
             limited = LimitedJudge(
                 sent,
-                max_in_flight=options.max_judge_requests_in_flight,
+                max_in_flight=options.judge_requests_bound(self._sharing[key]),
                 requests_per_minute=options.judge_rpm,
                 tokens_per_minute=options.judge_tpm,
                 retry=options.retry,
