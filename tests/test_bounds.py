@@ -22,7 +22,7 @@ from summeval_runner._runner._item_time import ItemTime, item_call, item_held, i
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._limits import LimitedJudge
 from summeval_runner._runner._options import RunOptions
-from tests.chat_server import ChatServer
+from tests.chat_server import ChatServer, Fault
 
 pytestmark = pytest.mark.usefixtures("no_openai_env")
 
@@ -148,6 +148,27 @@ def test_a_paced_run_whose_waits_exceed_the_item_timeout_scores_every_item(
     assert [item.error for item in result.items] == [None] * 10
     assert result.counts.scored == 10
     assert chat_server.answered == 30
+
+
+def test_a_servers_hold_longer_than_the_item_timeout_costs_no_item(
+    chat_server: ChatServer,
+) -> None:
+    # The first request is answered 429 with Retry-After: 2 s; the run holds every new request
+    # and the throttled one's retry that long, twice the items' 1 s timeout.
+    chat_server.script(Fault(429, "rate limited", headers={"Retry-After": "2"}))
+    result = asyncio.run(
+        run_evals(
+            scorers=[openai_scorer(chat_server)],
+            data=items(2),
+            cache="off",
+            concurrency=2,
+            item_timeout_s=1.0,
+        )
+    )
+
+    assert [item.error for item in result.items] == [None, None]
+    assert result.judge_traffic.throttled_429 == 1
+    assert chat_server.answered == 7
 
 
 def test_a_judge_call_that_hangs_still_times_the_item_out(chat_server: ChatServer) -> None:
