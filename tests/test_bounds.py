@@ -11,6 +11,7 @@ call is one the server never answers before the timeout has fired.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -169,6 +170,48 @@ def test_a_servers_hold_longer_than_the_item_timeout_costs_no_item(
     assert [item.error for item in result.items] == [None, None]
     assert result.judge_traffic.throttled_429 == 1
     assert chat_server.answered == 7
+
+
+def test_an_outage_longer_than_the_item_timeout_costs_no_item(chat_server: ChatServer) -> None:
+    # The fourth request and every later one wait in the server, which then goes off its port
+    # for a second (twice the items' timeout, and longer on a slower machine): the items hold
+    # their requests while one probes, and all score once it is back.
+    chat_server.hold_after(3)
+    problems: list[BaseException] = []
+
+    def outage() -> None:
+        try:
+            deadline = time.monotonic() + 30
+            while chat_server.arrivals <= 3:
+                assert time.monotonic() < deadline, "no request held after three answered"
+                time.sleep(0.01)
+            chat_server.go_down()
+            chat_server.release()
+            time.sleep(1.0)
+        except BaseException as error:
+            problems.append(error)
+        finally:
+            chat_server.come_back()
+
+    thread = threading.Thread(target=outage, daemon=True)
+    thread.start()
+    result = asyncio.run(
+        run_evals(
+            scorers=[openai_scorer(chat_server)],
+            data=items(6),
+            cache="off",
+            concurrency=3,
+            item_timeout_s=0.5,
+            outage_timeout_s=600,
+            retry={"base_delay_s": 0.01, "max_delay_s": 0.05},
+        )
+    )
+    thread.join()
+
+    assert problems == []
+    assert chat_server.downs == 1
+    assert [item.error for item in result.items] == [None] * 6
+    assert result.judge_traffic.retries > 0
 
 
 def test_a_judge_call_that_hangs_still_times_the_item_out(chat_server: ChatServer) -> None:
