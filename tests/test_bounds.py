@@ -146,7 +146,7 @@ def test_a_paced_run_whose_waits_exceed_the_item_timeout_scores_every_item(
         )
     )
 
-    assert [item.error for item in result.items] == [None] * 10
+    assert [(item.item_id, item.error) for item in result.items if item.error] == []
     assert result.counts.scored == 10
     assert chat_server.answered == 30
 
@@ -167,15 +167,17 @@ def test_a_servers_hold_longer_than_the_item_timeout_costs_no_item(
         )
     )
 
-    assert [item.error for item in result.items] == [None, None]
+    assert [(item.item_id, item.error) for item in result.items if item.error] == []
+    assert result.counts.scored == 2
     assert result.judge_traffic.throttled_429 == 1
     assert chat_server.answered == 7
 
 
 def test_an_outage_longer_than_the_item_timeout_costs_no_item(chat_server: ChatServer) -> None:
     # The fourth request and every later one wait in the server, which then goes off its port
-    # for a second (twice the items' timeout, and longer on a slower machine): the items hold
-    # their requests while one probes, and all score once it is back.
+    # for 2.5 s (two and a half times the items' timeout, and longer on a slower machine): the
+    # items hold their requests while one probes, and all score once it is back. Their own work
+    # (three calls on loopback, a few probes refused at once) is milliseconds.
     chat_server.hold_after(3)
     problems: list[BaseException] = []
 
@@ -187,7 +189,7 @@ def test_an_outage_longer_than_the_item_timeout_costs_no_item(chat_server: ChatS
                 time.sleep(0.01)
             chat_server.go_down()
             chat_server.release()
-            time.sleep(1.0)
+            time.sleep(2.5)
         except BaseException as error:
             problems.append(error)
         finally:
@@ -201,7 +203,7 @@ def test_an_outage_longer_than_the_item_timeout_costs_no_item(chat_server: ChatS
             data=items(6),
             cache="off",
             concurrency=3,
-            item_timeout_s=0.5,
+            item_timeout_s=1.0,
             outage_timeout_s=600,
             retry={"base_delay_s": 0.01, "max_delay_s": 0.05},
         )
@@ -210,7 +212,8 @@ def test_an_outage_longer_than_the_item_timeout_costs_no_item(chat_server: ChatS
 
     assert problems == []
     assert chat_server.downs == 1
-    assert [item.error for item in result.items] == [None] * 6
+    assert [(item.item_id, item.error) for item in result.items if item.error] == []
+    assert result.counts.scored == 6
     assert result.judge_traffic.retries > 0
 
 
