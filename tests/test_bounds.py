@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from summeval_runner import FakeJudge, create_summarization_scorer, run_evals
+from summeval_runner import ConfigError, FakeJudge, create_summarization_scorer, run_evals
 from summeval_runner._runner._item_time import ItemTime, item_call, item_held, item_work
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._limits import LimitedJudge
@@ -114,6 +114,8 @@ def test_the_bound_follows_items_trials_and_the_scorers_sharing_a_judge() -> Non
     assert isinstance(limited, LimitedJudge)
     assert limited.max_in_flight == 60
     assert RunOptions.of(None, {"concurrency": 50}).judge_requests_bound() == 50
+    with pytest.raises(ConfigError, match=r"an integer >= 1, or None \(null\) to follow the items"):
+        RunOptions(max_judge_requests_in_flight=0)
 
 
 def test_429s_slow_down_from_the_bound_that_follows_the_items() -> None:

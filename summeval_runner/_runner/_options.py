@@ -82,10 +82,10 @@ class RunOptions:
 
     >>> RunOptions.of(None, {"concurrency": 4, "retry": {"max_attempts": 3}}).max_items_in_flight
     4
-    >>> RunOptions(max_judge_requests_in_flight=0)
+    >>> RunOptions(max_items_in_flight=0)
     Traceback (most recent call last):
     ...
-    summeval_runner._errors.ConfigError: max_judge_requests_in_flight must be an integer >= 1, got 0
+    summeval_runner._errors.ConfigError: max_items_in_flight must be an integer >= 1, got 0
     """
 
     max_items_in_flight: int = 16
@@ -121,10 +121,12 @@ class RunOptions:
             "batch_max_requests",
         ):
             value = getattr(self, name)
-            if value is None and name == "max_judge_requests_in_flight":
+            follows = name == "max_judge_requests_in_flight"
+            if value is None and follows:
                 continue  # follows the items in flight
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+                rule = ", or None (null) to follow the items in flight;" if follows else ","
+                raise ConfigError(f"{name} must be an integer >= 1{rule} got {value!r}")
         for name in ("judge_rpm", "judge_tpm", "request_timeout_s", "item_timeout_s", "max_cost"):
             value = getattr(self, name)
             if value is not None and not _positive(value):
