@@ -333,6 +333,9 @@ class ChatServer:
         self._answered_before_hold: int | None = None
         self._released = threading.Event()
         self._arrivals = 0
+        # Chat requests being answered now (held ones included), and the most at once so far.
+        self.in_flight = 0
+        self.most_in_flight = 0
         # TCP connections a client holds open now (kept alive between requests or not).
         self.open_connections = 0
         self._connections: set[socket.socket] = set()
@@ -832,8 +835,17 @@ class ChatServer:
                     server._arrivals += 1
                     limit = server._answered_before_hold
                     held = limit is not None and arrival >= limit
-                if held:
-                    server._released.wait()
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                try:
+                    if held:
+                        server._released.wait()
+                    self.answer_chat(body, record)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def answer_chat(self, body: dict[str, Any], record: Recorded) -> None:
                 answer = server._next(body, record)
                 if answer == "drop":
                     self.close_connection = True  # no status line: the client sees a dropped link

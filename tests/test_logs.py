@@ -186,7 +186,8 @@ def test_the_offline_judge_shows_no_request_rate(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     (last,) = [line for line in completed.stderr.splitlines() if line.startswith("progress:")]
     assert last.startswith("progress: 2/2 items, ")
-    assert last.endswith(", errors 0, in flight 0/8")
+    # The judge bound follows the 16 items in flight (one scorer, one trial).
+    assert last.endswith(", errors 0, in flight 0/16")
     assert "req/s" not in last
 
 

@@ -79,7 +79,7 @@ class RetryConfig:
 class RunnerConfig:
     max_items_in_flight: int = _RUN.max_items_in_flight
     max_target_calls_in_flight: int = _RUN.max_target_calls_in_flight
-    max_judge_requests_in_flight: int = _RUN.max_judge_requests_in_flight
+    max_judge_requests_in_flight: int | None = _RUN.max_judge_requests_in_flight
     judge_rpm: float | None = _RUN.judge_rpm
     request_timeout_s: float | None = _RUN.request_timeout_s
     item_timeout_s: float | None = _RUN.item_timeout_s

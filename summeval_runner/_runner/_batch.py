@@ -23,6 +23,7 @@ from summeval_runner._io._rows import ItemRecord
 from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._protocol import Price, TokenUsage
 from summeval_runner._runner._batches import IdleWatch
+from summeval_runner._runner._item_time import ITEM_TIME, ItemTime
 from summeval_runner._runner._items import shown
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._progress import ProgressReporter
@@ -344,25 +345,42 @@ class Batch:
             self.item_slots.release()
 
     async def evaluate_in_time(self, item: Item, progress: EvaluationProgress) -> ItemResult:
+        """The item evaluated within ``item_timeout_s`` of its own work (``_item_time``): the
+        waits the run makes it do (pacers, slots, holds, probes) are not counted."""
         if self.item_timeout_s is None:
             return await self.evaluate(item, progress)
+        clock = ItemTime(self.item_timeout_s)
+        # The clock goes with the evaluation's task (and every task it starts) in its context.
+        token = ITEM_TIME.set(clock)
         try:
-            return await asyncio.wait_for(self.evaluate(item, progress), self.item_timeout_s)
-        except asyncio.TimeoutError:
-            step = progress.step or "scorer"
-            message = (
-                f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s), "
-                f"in its {step} step"
-            )
-            return self.failed(
-                item,
-                ErrorInfo(
-                    type="ItemTimeoutError",
-                    message=message,
-                    step=step,
-                    attempts=max(progress.calls, 1),
-                ),
-            )
+            work = asyncio.ensure_future(self.evaluate(item, progress))
+        finally:
+            ITEM_TIME.reset(token)
+        clock.on_expired = work.cancel
+        try:
+            await asyncio.wait({work})
+        except asyncio.CancelledError:
+            # The item itself is cancelled: its work stops before it returns, as wait_for's.
+            work.cancel()
+            await asyncio.wait({work})
+            if not work.cancelled():
+                work.exception()  # retrieved: the cancellation is what goes on
+            raise
+        finally:
+            clock.close()
+        if not (clock.expired and work.cancelled()):
+            return work.result()
+        step = progress.step or "scorer"
+        message = (
+            f"the item took longer than item_timeout_s ({self.item_timeout_s:g} s) of its own "
+            f"work (its agent and judge calls in progress), in its {step} step"
+        )
+        return self.failed(
+            item,
+            ErrorInfo(
+                type="ItemTimeoutError", message=message, step=step, attempts=max(progress.calls, 1)
+            ),
+        )
 
     def record(self, position: int, result: ItemResult) -> None:
         self.finished += 1

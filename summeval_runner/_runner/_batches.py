@@ -52,6 +52,7 @@ from summeval_runner._judges._protocol import (
     request_body_of,
 )
 from summeval_runner._runner._cache import request_key
+from summeval_runner._runner._item_time import item_held, item_work
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._spend import Hold, Spend, reply_counts
 
@@ -79,22 +80,26 @@ class IdleWatch:
 
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
-        """An evaluation (an agent call, a scorer's run) is at work inside the block."""
+        """An evaluation (an agent call, a scorer's run) is at work inside the block: its
+        item's own time runs (``item_timeout_s``), but while it waits inside a judge request."""
         self.active += 1
         self._note()
         try:
-            yield
+            with item_work():
+                yield
         finally:
             self.active -= 1
             self._note()
 
     @contextlib.contextmanager
     def waiting_on(self) -> Iterator[None]:
-        """An evaluation at work waits on the judge or on another's draw inside the block."""
+        """An evaluation at work waits on the judge or on another's draw inside the block: not
+        its item's own time."""
         self.waiting += 1
         self._note()
         try:
-            yield
+            with item_held():
+                yield
         finally:
             self.waiting -= 1
             self._note()

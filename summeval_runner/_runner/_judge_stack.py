@@ -17,6 +17,7 @@ count it) and reads the bank of the panel's first judge, which draws the questio
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,6 +89,8 @@ class JudgeStack:
         # Each panel's name, and the judges of panels (their names are the panel's).
         self._panels: set[str] = set()
         self._in_panels: set[int] = set()
+        # How many of the run's scorers use each judge (bind), a panel's judges each once.
+        self._sharing: Counter[int] = Counter()
         self._banks: dict[int, QuestionBank] = {}
         # Judges this run made (copies without SDK retries): the run closes them.
         self._owned: list[Any] = []
@@ -103,6 +106,13 @@ class JudgeStack:
         """The scorers as this run uses them: each judged scorer with its judge wrapped, and,
         if it shares questions per source, the judge's question bank."""
         bound = []
+        # Scorers that share a judge share its bound on requests in flight (and need it wider).
+        self._sharing = Counter(
+            id(judge)
+            for s in scorers
+            if isinstance(s, JudgedScorer)
+            for judge in (s.judge.judges if isinstance(s.judge, JudgePanel) else (s.judge,))
+        )
         for scorer in scorers:
             if isinstance(scorer, JudgedScorer):
                 judge = scorer.judge
@@ -205,7 +215,7 @@ class JudgeStack:
         else:
             limited = LimitedJudge(
                 sent,
-                max_in_flight=options.max_judge_requests_in_flight,
+                max_in_flight=options.judge_requests_bound(self._sharing[key]),
                 requests_per_minute=options.judge_rpm,
                 tokens_per_minute=options.judge_tpm,
                 retry=options.retry,

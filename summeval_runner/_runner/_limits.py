@@ -45,6 +45,7 @@ from summeval_runner._judges._protocol import (
     request_body_of,
 )
 from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
+from summeval_runner._runner._item_time import item_call, item_held
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._spend import Spend, reply_counts
 
@@ -618,6 +619,10 @@ class LimitedJudge:
             self._hold_until = max(self._hold_until, self._clock() + max(waits))
 
     async def _call(self, request: JudgeRequest) -> JudgeReply:
+        with item_call():
+            return await self._timed_call(request)
+
+    async def _timed_call(self, request: JudgeRequest) -> JudgeReply:
         if self.request_timeout_s is None:
             return await self.judge.complete(request)
         try:
@@ -634,6 +639,12 @@ class LimitedJudge:
         return request_body_of(self.judge, request)
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
+        # Of the item's time (item_timeout_s), only the call in progress counts: not the waits
+        # for a slot, the pacers, a server's hold, a retry's backoff or an outage's probe.
+        with item_held():
+            return await self._complete(request)
+
+    async def _complete(self, request: JudgeRequest) -> JudgeReply:
         attempt = 1  # tries that reached the judge: what max_attempts bounds
         sent = 0
         while True:

@@ -32,7 +32,9 @@ class RunOptions:
     - ``max_items_in_flight`` (alias ``concurrency``): items being processed at once.
     - ``max_target_calls_in_flight``: calls to the agent under test at once.
     - ``max_judge_requests_in_flight``: judge requests at once, per judge; halved on a burst of
-      429s and raised again while requests succeed.
+      429s and raised again while requests succeed, up to it. ``None`` (the default): as many
+      as the items in flight can send at once (``judge_requests_bound``), so that
+      ``max_items_in_flight`` (``concurrency``) alone sets how much runs at once.
     - ``judge_rpm``: judge requests per minute, paced evenly (``None``: no limit); adapts to
       429s like the bound above.
     - ``judge_tpm``: judge tokens per minute, paced by each request's estimate (its prompt at
@@ -47,7 +49,10 @@ class RunOptions:
       Batch API (half price at OpenAI; results within ``batch_window``), polled every
       ``batch_poll_s`` seconds, at most ``batch_max_requests`` requests a batch.
     - ``request_timeout_s``: seconds for one judge request, then it is retried; ``item_timeout_s``:
-      seconds for one item (agent and judge calls), then it is an error. ``None``: no limit.
+      seconds of one item's own work (its agent and judge calls in progress, its scorers' runs
+      outside them), then it is an error; the waits the run imposes (a judge request slot, the
+      request and token pacers, a server's hold, a retry's backoff, an outage's probes, another
+      item's draw of the questions) do not count. ``None``: no limit.
     - ``outage_timeout_s``: when the judge cannot be connected to (connection refused, DNS or
       TLS failure), requests are held while one probes it; once no request has reached the
       judge for this many seconds since that first failed connection, the run stops as
@@ -77,15 +82,15 @@ class RunOptions:
 
     >>> RunOptions.of(None, {"concurrency": 4, "retry": {"max_attempts": 3}}).max_items_in_flight
     4
-    >>> RunOptions(max_judge_requests_in_flight=0)
+    >>> RunOptions(max_items_in_flight=0)
     Traceback (most recent call last):
     ...
-    summeval_runner._errors.ConfigError: max_judge_requests_in_flight must be an integer >= 1, got 0
+    summeval_runner._errors.ConfigError: max_items_in_flight must be an integer >= 1, got 0
     """
 
     max_items_in_flight: int = 16
     max_target_calls_in_flight: int = 4
-    max_judge_requests_in_flight: int = 8
+    max_judge_requests_in_flight: int | None = None
     judge_rpm: float | None = None
     request_timeout_s: float | None = 120.0
     item_timeout_s: float | None = 900.0
@@ -116,8 +121,12 @@ class RunOptions:
             "batch_max_requests",
         ):
             value = getattr(self, name)
+            follows = name == "max_judge_requests_in_flight"
+            if value is None and follows:
+                continue  # follows the items in flight
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+                rule = ", or None (null) to follow the items in flight;" if follows else ","
+                raise ConfigError(f"{name} must be an integer >= 1{rule} got {value!r}")
         for name in ("judge_rpm", "judge_tpm", "request_timeout_s", "item_timeout_s", "max_cost"):
             value = getattr(self, name)
             if value is not None and not _positive(value):
@@ -154,6 +163,25 @@ class RunOptions:
             raise ConfigError(f"cache_path must be a path or None, got {self.cache_path!r}")
         if self.variant is not None and (not isinstance(self.variant, str) or not self.variant):
             raise ConfigError(f"variant must be a non-empty string or None, got {self.variant!r}")
+
+    def judge_requests_bound(self, scorers: int = 1) -> int:
+        """The bound on one judge's requests in flight, for a run whose ``scorers`` scorers
+        share that judge: ``max_judge_requests_in_flight`` when given, else what the items in
+        flight can send at once. An item sends one request at a time per scorer and trial (a
+        summarization scorer's three calls go one after another), and its trials and scorers
+        run at once, so that is ``max_items_in_flight x trials x scorers``: no item ever waits
+        for a slot that the bound on items did not mean to hold back.
+
+        >>> RunOptions(max_items_in_flight=50, trials=3).judge_requests_bound()
+        150
+        >>> RunOptions(max_items_in_flight=50, max_judge_requests_in_flight=8).judge_requests_bound(
+        ...     scorers=2
+        ... )
+        8
+        """
+        if self.max_judge_requests_in_flight is not None:
+            return self.max_judge_requests_in_flight
+        return self.max_items_in_flight * self.trials * max(1, scorers)
 
     @classmethod
     def of(

@@ -168,15 +168,17 @@ async def run_evals(
     before any work; any other iterable (a generator) is drawn only as items start, so memory
     stays flat, an invalid item raises ``InputError`` when it is reached, and ``total`` sizes the
     progress bar. ``keep_results=False`` keeps no ``ItemResult`` (means and counts are still
-    computed): for runs that store each item as it completes.
+    computed): for runs that store each item as it completes. Judge requests in flight follow
+    the items unless capped (``RunOptions.judge_requests_bound``).
 
     **Hooks and failures.** ``on_item_complete`` (one hook or several, sync or async) is called
     once per item with its ``ItemResult``, failed items included; a hook that raises is logged
     and counted, and the run goes on. One item's failure never stops the others; only a refused
     key or an exhausted quota (``JudgeAuthError``, or the agent's model's ``AgentAuthError``)
     stops the run, since every later call would fail the same way: it is raised once the run's
-    state is written. ``item_timeout_s`` bounds
-    one item; a slower one ends in error (``ItemTimeoutError``). Setting ``stop`` starts no
+    state is written. ``item_timeout_s`` bounds one item's own work (its agent and judge calls
+    in progress, not its waits for slots, pacers or holds: ``_item_time``); an item past it ends
+    in error (``ItemTimeoutError``). Setting ``stop`` starts no
     further item and gives those in flight ``shutdown_grace_s`` seconds to finish; the rest are
     counted in ``unfinished``.
 
