@@ -12,12 +12,13 @@ from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, openai_config_from
 from summeval_runner._judges._protocol import Judge
 
-PROVIDERS = ("offline", "openai", "azure")
+PROVIDERS = ("offline", "openai", "azure", "google")
 _KINDS = {bool: "true or false", float: "a number", int: "a whole number"}
 
 
 def resolve_judge(model: str | Mapping[str, Any] | Judge) -> Judge:
-    """``"offline"``, ``"openai/<name>"``, ``"azure/<deployment>"``, a mapping with ``provider``
+    """``"offline"``, ``"openai/<name>"``, ``"azure/<deployment>"``, ``"google/<name>"``, a
+    mapping with ``provider``
     and its settings, or a judge.
 
     >>> resolve_judge("offline").name
@@ -60,6 +61,15 @@ def _build(provider: str, settings: dict[str, Any], given: str) -> Judge:
                 f"an azure judge needs its deployment's name ('azure/<deployment>'), got {given}"
             )
         return AzureJudge(azure_config_from(settings))
+    if provider == "google":
+        if not settings.get("name"):
+            raise ConfigError(
+                f"a google judge needs a model name ('google/gemini-2.5-flash'), got {given}"
+            )
+        # Imported when used: its SDK is an optional extra, which GoogleJudge asks for.
+        from summeval_runner._judges._google import GoogleJudge, google_config_from
+
+        return GoogleJudge(google_config_from(settings))
     raise ConfigError(
         f"unknown judge provider {provider!r} in model {given}; "
         f"expected one of: {', '.join(PROVIDERS)}"

@@ -1,0 +1,489 @@
+"""The Google provider: Gemini models through the official ``google-genai`` SDK.
+
+A request goes to the Gemini API's ``models/{model}:generateContent``: the system prompt as the
+``systemInstruction``, the other turns as ``contents`` (the judge's re-asks answered as the
+``model`` role), and the step's JSON schema as ``responseJsonSchema`` beside
+``responseMimeType: application/json``, which the API enforces on the reply. The schema is the
+step's strict one (``strict_json_schema``: closed objects, every property required), which
+``responseJsonSchema`` takes as it is (``responseSchema``, the OpenAPI subset, has no
+``additionalProperties``).
+
+The judge builds the same request shape as the other providers (``request_body``: the model,
+the messages, the sampling settings, the response format; what a transcript shows), and this
+module turns it into the SDK's arguments (``gemini_arguments``). A thinking model's thought
+tokens (``thoughtsTokenCount``) are billed as output: they are counted among the output tokens
+and shown apart, as OpenAI's reasoning tokens are. The SDK's errors are translated by the
+shared translation (``_http_errors``), with what only Gemini says: the wait a 429's
+``RetryInfo`` asks for, and a key it does not know, which it answers HTTP 400
+``API_KEY_INVALID`` rather than 401. A reply the API blocked (``finishReason`` SAFETY and its
+kin, a prompt blocked whole) is the item's error, never retried; one cut at
+``max_output_tokens`` (``MAX_TOKENS``) is returned as it is, so that its tokens are counted, and
+is re-asked as any malformed reply, with a warning naming the setting once per judge.
+
+The SDK is an optional extra (``pip install 'summeval_runner[google]'``), imported when a
+Google judge or summarizer is built; without it, that is a ``ConfigError`` naming the command.
+Gemini's Batch API is not served: ``runner.mode=batch`` is refused for this judge before any
+call (it is no ``BatchJudge``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from summeval_runner._errors import (
+    ConfigError,
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeError,
+    JudgeInputTooLargeError,
+    MissingAPIKeyError,
+)
+from summeval_runner._judges._http_errors import (
+    JUDGE,
+    check_base_url,
+    connection_error,
+    not_json,
+    status_error,
+)
+from summeval_runner._judges._loop_clients import LoopClients
+from summeval_runner._judges._openai import ChatReply, _describe, estimate_tokens
+from summeval_runner._judges._prices import price_of
+from summeval_runner._judges._protocol import (
+    AsyncClosing,
+    JudgeReply,
+    JudgeRequest,
+    Price,
+    TokenUsage,
+)
+from summeval_runner._judges._rate_headers import _duration_s
+from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
+
+if TYPE_CHECKING:
+    import google.genai as genai
+
+logger = logging.getLogger("summeval_runner")
+
+INSTALL = "pip install 'summeval_runner[google]'"
+_DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
+# The variables the SDK reads a key from, in its order: GOOGLE_API_KEY wins when both are set.
+KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+# Why a candidate ends with no usable reply, besides MAX_TOKENS: the API's filters.
+_FINISHED_WELL = frozenset({"STOP", "FINISH_REASON_UNSPECIFIED", ""})
+# Gemini's words for a request longer than the model's context (HTTP 400 INVALID_ARGUMENT).
+_TOO_MANY_TOKENS = "exceeds the maximum number of tokens"
+# What the errors of a key Gemini does not know, or may not use, carry (ErrorInfo.reason).
+_KEY_REFUSED = frozenset(
+    {"API_KEY_INVALID", "API_KEY_SERVICE_BLOCKED", "API_KEY_HTTP_REFERRER_BLOCKED"}
+)
+
+
+class GoogleJudgeConfig(BaseModel):
+    """Settings of a Gemini judge.
+
+    ``api_key_env`` names the variable that holds the key; ``None`` reads ``GOOGLE_API_KEY``,
+    else ``GEMINI_API_KEY``, as the SDK does. ``base_url`` falls back to
+    ``GOOGLE_GEMINI_BASE_URL``, then to Google's API, as the SDK does; ``api_version`` is the
+    API version in its paths (``v1beta``, where ``responseJsonSchema`` and thinking are).
+    ``max_output_tokens`` bounds each reply (``maxOutputTokens``; ``None`` sends none: the
+    model's own bound); a thinking model's thoughts count against it. ``thinking_budget`` is a
+    thinking model's budget of thought tokens (``0`` turns thinking off where the model allows
+    it; ``None`` sends none: the model's default). ``max_retries`` is the SDK's own retries, for
+    use outside ``summeval-run``; a run turns them off and retries with its own policy.
+    ``price`` (US dollars per million tokens; ``None``: the price table's for a model it knows)
+    prices each call, as for every judge.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_version: str = Field(default="v1beta", min_length=1)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = 42
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    max_input_tokens: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    thinking_budget: int | None = Field(default=None, ge=-1)
+    price: Price | None = None
+
+
+def _sdk() -> Any:
+    """The SDK, imported when first needed; a ``ConfigError`` naming the extra without it."""
+    try:
+        from google import genai
+    except ImportError:
+        raise ConfigError(
+            f"the google provider needs the google-genai SDK, which is not installed: {INSTALL}"
+        ) from None
+    return genai
+
+
+def _api_key(variable: str | None, who: str) -> str:
+    """The key from ``variable``, else from the SDK's variables; registered as a secret."""
+    names = (variable,) if variable is not None else KEY_VARIABLES
+    for name in names:
+        key = os.environ.get(name, "")
+        if key.strip():
+            # Both are scrubbed when both are set: the one not sent is a secret too.
+            for other in KEY_VARIABLES:
+                register_secret(os.environ.get(other) or None)
+            register_secret(key)
+            return key.strip()
+    raise MissingAPIKeyError(" or ".join(names), who=who)
+
+
+@dataclass(frozen=True)
+class GeminiReply(ChatReply):
+    """A ``generateContent`` reply: its text, tokens and why it ended (``finish``), and what
+    blocked it when the API did (``blocked``: a filter's finish reason or the prompt's block
+    reason)."""
+
+    finish: str = ""
+    blocked: str | None = None
+
+
+class GeminiChat:
+    """One Gemini API endpoint, shared by the judge and the bundled LLM summarizer; its
+    ``complete`` takes the request shape every provider's judge builds (Chat Completions'
+    model, messages, sampling settings and response format)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key_env: str | None,
+        api_version: str = "v1beta",
+        timeout_s: float,
+        max_retries: int,
+        who: str = JUDGE,
+    ) -> None:
+        self._genai = _sdk()
+        self.who = who
+        self.base_url = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or _DEFAULT_BASE_URL
+        register_url_secrets(self.base_url)
+        check_base_url(self.base_url)
+        self.api_version = api_version
+        self._timeout_s = timeout_s
+        self._max_retries = max_retries
+        self._api_key = _api_key(api_key_env, who)
+        self._clients: LoopClients[genai.Client] = LoopClients(self._new_client, _close)
+
+    def __repr__(self) -> str:
+        # The key is deliberately absent: reprs end up in logs.
+        return f"GeminiChat(base_url={redact_url(self.base_url)!r})"
+
+    def _new_client(self) -> genai.Client:
+        types = self._genai.types
+        retry = (
+            types.HttpRetryOptions(attempts=self._max_retries + 1) if self._max_retries else None
+        )
+        client: genai.Client = self._genai.Client(
+            api_key=self._api_key,
+            # Never Vertex AI, whatever GOOGLE_GENAI_USE_VERTEXAI says: the key is a Gemini
+            # API key.
+            vertexai=False,
+            http_options=types.HttpOptions(
+                base_url=self.base_url,
+                api_version=self.api_version,
+                timeout=max(1, round(self._timeout_s * 1000)),
+                retry_options=retry,
+            ),
+        )
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop, if one was opened."""
+        await self._clients.aclose()
+
+    async def complete(self, params: Mapping[str, Any]) -> GeminiReply:
+        """One ``generateContent`` call for a request in the shared shape; SDK errors are
+        translated into this package's exception tree here."""
+        genai = self._genai
+        client = await self._clients.get()
+        where = redact_url(self.base_url)
+        try:
+            response = await client.aio.models.generate_content(**gemini_arguments(params))
+        except genai.errors.APIError as error:
+            raise _translate(error, where, self.who) from error
+        except (aiohttp.ClientError, TimeoutError) as error:
+            # The SDK lets its transport's errors out as they are.
+            raise connection_error(
+                error, where, self.who, timed_out=isinstance(error, TimeoutError)
+            ) from error
+        except json.JSONDecodeError as error:
+            raise not_json(where, error.doc, self.who) from error
+        return _reply_of(response)
+
+
+async def _close(client: genai.Client) -> None:
+    await client.aio.aclose()
+
+
+def gemini_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The SDK's ``generate_content`` arguments for a request in the shared shape.
+
+    >>> args = gemini_arguments({"model": "m", "temperature": 0, "max_tokens": 9, "messages": [
+    ...     {"role": "system", "content": "Judge."}, {"role": "user", "content": "Text"},
+    ...     {"role": "assistant", "content": "{"}, {"role": "user", "content": "Again"}]})
+    >>> [(turn["role"], turn["parts"][0]["text"]) for turn in args["contents"]]
+    [('user', 'Text'), ('model', '{'), ('user', 'Again')]
+    >>> args["config"]
+    {'system_instruction': 'Judge.', 'temperature': 0, 'max_output_tokens': 9}
+    """
+    system: list[str] = []
+    contents: list[dict[str, Any]] = []
+    for message in params.get("messages", ()):
+        text = str(message.get("content", ""))
+        if message.get("role") == "system":
+            system.append(text)
+        else:
+            role = "model" if message.get("role") == "assistant" else "user"
+            contents.append({"role": role, "parts": [{"text": text}]})
+    config: dict[str, Any] = {}
+    if system:
+        config["system_instruction"] = "\n\n".join(system)
+    for ours, theirs in (("temperature", "temperature"), ("seed", "seed")):
+        if params.get(ours) is not None:
+            config[theirs] = params[ours]
+    bound = params.get("max_tokens", params.get("max_completion_tokens"))
+    if bound is not None:
+        config["max_output_tokens"] = bound
+    response_format = params.get("response_format")
+    if isinstance(response_format, Mapping):
+        config["response_mime_type"] = "application/json"
+        schema = response_format.get("json_schema", {}).get("schema")
+        if schema is not None:
+            config["response_json_schema"] = dict(schema)
+    if params.get("thinking_budget") is not None:
+        config["thinking_config"] = {"thinking_budget": params["thinking_budget"]}
+    return {"model": str(params["model"]), "contents": contents, "config": config}
+
+
+def _name(value: Any) -> str:
+    """An SDK enum's name (``FinishReason.STOP`` -> ``STOP``), or ``""``."""
+    if value is None:
+        return ""
+    return str(getattr(value, "value", value))
+
+
+def _reply_of(response: Any) -> GeminiReply:
+    """The text (thought summaries left out), the tokens and the finish of a response."""
+    usage = getattr(response, "usage_metadata", None)
+    tokens: TokenUsage | None = None
+    if usage is not None:
+        thoughts = int(getattr(usage, "thoughts_token_count", None) or 0)
+        tokens = TokenUsage(
+            input_tokens=int(getattr(usage, "prompt_token_count", None) or 0),
+            # Thought tokens are billed as output: counted among them, and shown apart.
+            output_tokens=int(getattr(usage, "candidates_token_count", None) or 0) + thoughts,
+            reasoning_tokens=thoughts,
+        )
+    candidates = getattr(response, "candidates", None) or []
+    if not candidates:
+        feedback = getattr(response, "prompt_feedback", None)
+        reason = _name(getattr(feedback, "block_reason", None)) or "no candidate"
+        return GeminiReply("", tokens, None, finish="", blocked=f"prompt blocked: {reason}")
+    candidate = candidates[0]
+    finish = _name(getattr(candidate, "finish_reason", None))
+    content = getattr(candidate, "content", None)
+    parts = getattr(content, "parts", None) or []
+    text = "".join(
+        part.text
+        for part in parts
+        if isinstance(part.text, str) and not getattr(part, "thought", False)
+    )
+    blocked = None
+    if finish not in _FINISHED_WELL and finish != "MAX_TOKENS":
+        blocked = f"finishReason {finish}"
+    return GeminiReply(text, tokens, None, finish=finish, blocked=blocked)
+
+
+def _details(error: Any) -> list[Mapping[str, Any]]:
+    body = error.details if isinstance(error.details, Mapping) else {}
+    inner = body.get("error", body)
+    details = inner.get("details") if isinstance(inner, Mapping) else None
+    return [d for d in details or () if isinstance(d, Mapping)]
+
+
+def retry_delay_s(details: Sequence[Mapping[str, Any]]) -> float | None:
+    """The wait a Gemini error's ``RetryInfo`` asks for (``retryDelay: "27s"``), if it does.
+
+    >>> retry_delay_s([{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}])
+    1.5
+    >>> retry_delay_s([]) is None
+    True
+    """
+    for detail in details:
+        if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            delay = detail.get("retryDelay")
+            if isinstance(delay, str):
+                return _duration_s(delay)
+    return None
+
+
+def _translate(error: Any, base_url: str, who: str) -> JudgeAPIError | JudgeInputTooLargeError:
+    """A Gemini API error in this package's tree, through the shared translation."""
+    status = int(error.code or 0)
+    message = " ".join(str(error.message or error.status or "").split()) or "no message"
+    if error.status:
+        message = f"{error.status}: {message}"
+    details = _details(error)
+    reasons = {str(d.get("reason")) for d in details if d.get("reason")}
+    if reasons & _KEY_REFUSED:
+        # Gemini answers a key it does not know with 400, not 401: no call can succeed either.
+        return JudgeAuthError(
+            f"{who} at {base_url} refused the credentials (HTTP {status} "
+            f"{', '.join(sorted(reasons & _KEY_REFUSED))}): {message}",
+            status_code=status,
+        )
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    translated = status_error(
+        status,
+        message=message,
+        base_url=base_url,
+        who=who,
+        code="context_length_exceeded" if _TOO_MANY_TOKENS in message else None,
+        body=error.details,
+        headers=dict(headers) if headers is not None else None,
+    )
+    asked = retry_delay_s(details)
+    if asked is not None and type(translated) is JudgeAPIError and translated.retry_after_s is None:
+        translated.retry_after_s = asked
+    return translated
+
+
+class GoogleJudge(AsyncClosing):
+    """A judge backed by a Gemini model through the ``google-genai`` SDK.
+
+    An async context manager, as every judge that holds connections; left open, its HTTP
+    client closes when its event loop ends.
+    """
+
+    provider = "google"
+
+    def __init__(self, config: GoogleJudgeConfig) -> None:
+        self.config = config
+        self.name = f"{self.provider}/{config.name}"
+        self._chat = GeminiChat(
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            api_version=config.api_version,
+            timeout_s=config.timeout_s,
+            max_retries=config.max_retries,
+        )
+        self.price_source = price_of(
+            config.name, provider=self.provider, base_url=self._chat.base_url, given=config.price
+        )
+        self.price = self.price_source.price if self.price_source is not None else None
+        self._warned_cut = False
+
+    def __repr__(self) -> str:
+        return f"GoogleJudge({self.config!r})"
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What, besides the request, decides this judge's reply: the cache keys on it."""
+        identity: dict[str, Any] = {
+            "provider": self.provider,
+            "model": self.config.name,
+            "base_url": self._chat.base_url,
+            "api_version": self.config.api_version,
+            "temperature": self.config.temperature,
+            "seed": self.config.seed,
+        }
+        if self.config.max_output_tokens is not None:
+            identity["max_output_tokens"] = self.config.max_output_tokens
+        if self.config.thinking_budget is not None:
+            identity["thinking_budget"] = self.config.thinking_budget
+        return identity
+
+    async def aclose(self) -> None:
+        await self._chat.aclose()
+
+    def without_retries(self) -> GoogleJudge:
+        """A new judge like this one whose SDK does not retry: ``run_evals`` retries with its
+        own policy, which must see every 429."""
+        return type(self)(self.config.model_copy(update={"max_retries": 0}))
+
+    def request_body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The request in the shape every provider's judge builds (what a transcript shows);
+        ``gemini_arguments`` turns it into what the SDK sends."""
+        params: dict[str, Any] = {
+            "model": self.config.name,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": self.config.temperature,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "schema": dict(request.json_schema)},
+            },
+        }
+        if self.config.seed is not None:
+            params["seed"] = self.config.seed + request.trial
+        if self.config.max_output_tokens is not None:
+            params["max_tokens"] = self.config.max_output_tokens
+        if self.config.thinking_budget is not None:
+            params["thinking_budget"] = self.config.thinking_budget
+        return params
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        limit = self.config.max_input_tokens
+        if limit is not None:
+            size = estimate_tokens(m.content for m in request.messages)
+            if size > limit:
+                raise JudgeInputTooLargeError(
+                    f"the {request.step} request is about {size} tokens, more than the judge's "
+                    f"max_input_tokens ({limit}); the source or the summary is too long for it",
+                    size=size,
+                    limit=limit,
+                )
+        reply = await self._chat.complete(self.request_body(request))
+        if reply.blocked is not None:
+            # The API's filters answer the same request alike: the item's error, not retried.
+            raise JudgeError(
+                f"{self.name} gave no {request.step} reply: Gemini blocked it ({reply.blocked})"
+            )
+        if reply.finish == "MAX_TOKENS" and not self._warned_cut:
+            self._warned_cut = True
+            logger.warning(
+                "%s cut a %s reply at its output bound (finishReason MAX_TOKENS%s); a cut reply "
+                "is malformed and re-asked: raise model.max_output_tokens%s",
+                self.name,
+                request.step,
+                f", {reply.usage.reasoning_tokens} of its tokens thoughts"
+                if reply.usage and reply.usage.reasoning_tokens
+                else "",
+                " or lower model.thinking_budget"
+                if reply.usage and reply.usage.reasoning_tokens
+                else "",
+            )
+        return JudgeReply(
+            content=reply.content,
+            usage=reply.usage or TokenUsage(),
+            cost=reply.cost(self.price),
+        )
+
+
+def google_config_from(settings: dict[str, Any]) -> GoogleJudgeConfig:
+    """Build the config from a mapping, naming the offending key when it is invalid; a key in
+    the settings is refused without echoing it."""
+    if "api_key" in settings:
+        raise ConfigError(
+            "a google judge takes no 'api_key' setting: put the key in GEMINI_API_KEY or "
+            "GOOGLE_API_KEY, or in a variable api_key_env names"
+        )
+    try:
+        return GoogleJudgeConfig.model_validate(settings)
+    except ValidationError as error:
+        raise ConfigError(
+            f"invalid google judge settings: {_describe(error, GoogleJudgeConfig)}"
+        ) from None
