@@ -12,6 +12,7 @@ errors ``_agents`` renames ``AgentAPIError``).
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import ssl
@@ -167,6 +168,23 @@ def not_json(base_url: str, body: str, who: str = JUDGE) -> JudgeAPIError:
     # Scrubbed before it is cut: a key cut in two would no longer be found.
     start = scrub(body.strip())[:80]
     return JudgeAPIError(f"{who}'s reply from {base_url} was not JSON: it began {start!r}")
+
+
+def cut_off_content(limit: int, setting: str) -> str:
+    """What stands for a reply the provider cut at its output bound (Anthropic's
+    ``stop_reason`` ``max_tokens``): a JSON object no step's schema accepts, so the scorer
+    re-asks and finally reports it as an item error, with the tokens the call spent counted;
+    a cut reply that happens to parse (a list closed early) is never read as a verdict.
+
+    >>> import json; sorted(json.loads(cut_off_content(50, "max_output_tokens")))
+    ['cut_off']
+    """
+    return json.dumps(
+        {
+            "cut_off": f"the reply was cut off at {limit} tokens (the judge's {setting}) "
+            f"before its end; raise {setting} if this recurs"
+        }
+    )
 
 
 def validation_detail(body: object) -> str | None:

@@ -35,9 +35,9 @@ class LoopClients(Generic[Client]):
     ) -> None:
         self._open = open
         self._close = close
-        self._clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, _LoopClient[Client]
-        ] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient[Client]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def get(self) -> Client:
         """The running loop's client, opened on its first use."""
