@@ -95,6 +95,8 @@ class GeminiServer:
     key: str | None = None
     thoughts_tokens: int = 0
     requests: list[GeminiRequest] = field(default_factory=list)
+    # The tokens each answered reply reported: (prompt, candidates, thoughts).
+    usage: list[tuple[int, int, int]] = field(default_factory=list)
     _script: list[Reply | Fault | Finish | Blocked] = field(default_factory=list)
     _always: Fault | None = None
 
@@ -170,6 +172,8 @@ class GeminiServer:
         }
         if self.thoughts_tokens:
             usage["thoughtsTokenCount"] = self.thoughts_tokens
+        with self._lock:
+            self.usage.append((prompt_tokens, len(text) // 4, self.thoughts_tokens))
         return 200, {
             "candidates": [candidate],
             "usageMetadata": usage,

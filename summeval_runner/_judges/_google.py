@@ -28,6 +28,7 @@ call (it is no ``BatchJudge``).
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -120,7 +121,7 @@ class GoogleJudgeConfig(BaseModel):
 def _sdk() -> Any:
     """The SDK, imported when first needed; a ``ConfigError`` naming the extra without it."""
     try:
-        from google import genai
+        genai = importlib.import_module("google.genai")
     except ImportError:
         raise ConfigError(
             f"the google provider needs the google-genai SDK, which is not installed: {INSTALL}"
@@ -176,17 +177,21 @@ class GeminiChat:
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._api_key = _api_key(api_key_env, who)
-        self._clients: LoopClients[genai.Client] = LoopClients(self._new_client, _close)
+        self._clients: LoopClients[_Client] = LoopClients(self._new_client, _close)
 
     def __repr__(self) -> str:
         # The key is deliberately absent: reprs end up in logs.
         return f"GeminiChat(base_url={redact_url(self.base_url)!r})"
 
-    def _new_client(self) -> genai.Client:
+    def _new_client(self) -> _Client:
         types = self._genai.types
         retry = (
             types.HttpRetryOptions(attempts=self._max_retries + 1) if self._max_retries else None
         )
+        # The session is this module's, not the SDK's own (a subclass of aiohttp's that aiohttp
+        # warns against, defined anew for each): the same settings, no connection limit (the
+        # runner bounds what is in flight), proxies from the environment as the SDK reads them.
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True)
         client: genai.Client = self._genai.Client(
             api_key=self._api_key,
             # Never Vertex AI, whatever GOOGLE_GENAI_USE_VERTEXAI says: the key is a Gemini
@@ -197,9 +202,10 @@ class GeminiChat:
                 api_version=self.api_version,
                 timeout=max(1, round(self._timeout_s * 1000)),
                 retry_options=retry,
+                aiohttp_client=session,
             ),
         )
-        return client
+        return _Client(client, session)
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop, if one was opened."""
@@ -209,7 +215,7 @@ class GeminiChat:
         """One ``generateContent`` call for a request in the shared shape; SDK errors are
         translated into this package's exception tree here."""
         genai = self._genai
-        client = await self._clients.get()
+        client = (await self._clients.get()).sdk
         where = redact_url(self.base_url)
         try:
             response = await client.aio.models.generate_content(**gemini_arguments(params))
@@ -225,8 +231,17 @@ class GeminiChat:
         return _reply_of(response)
 
 
-async def _close(client: genai.Client) -> None:
-    await client.aio.aclose()
+@dataclass(frozen=True)
+class _Client:
+    """The SDK's client of one event loop, and the HTTP session it sends through."""
+
+    sdk: genai.Client
+    session: aiohttp.ClientSession
+
+
+async def _close(client: _Client) -> None:
+    await client.sdk.aio.aclose()
+    await client.session.close()
 
 
 def gemini_arguments(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,364 @@
+"""The Google provider, driven by the official ``google-genai`` SDK against the loopback server
+that speaks the Gemini API's ``generateContent`` (tests/gemini_server.py): its wire format (the
+system instruction, ``responseMimeType`` application/json with the step's schema as
+``responseJsonSchema``), thought tokens counted as output and shown apart, its prices, its errors
+in this package's tree (429 with ``RetryInfo``, 5xx, 401/403 and Gemini's 400 for a key it does
+not know, a reply cut at ``maxOutputTokens``, a blocked reply), and the extra that installs it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from summeval_runner import ConfigError, create_summarization_scorer
+from summeval_runner._errors import (
+    JudgeAPIError,
+    JudgeAuthError,
+    JudgeConnectionError,
+    MissingAPIKeyError,
+)
+from summeval_runner._judges._google import GoogleJudge, GoogleJudgeConfig
+from summeval_runner._judges._prices import price_of
+from summeval_runner._judges._protocol import REPLY_MODELS, strict_json_schema
+from summeval_runner._runner._retry import RetryPolicy
+from tests.app import FAST_RETRIES, run_app, table
+from tests.documents import write_dataset
+from tests.gemini_server import Blocked, Fault, Finish, GeminiServer
+from tests.test_model_families import a_request
+from tests.test_secrets import assert_nowhere
+
+SOURCE = "The Halvorsen bridge opened on Monday after six years of work. It cost 40 million."
+SUMMARY = "A bridge opened on Monday."
+GEMINI_KEY = "AIza-test-SECRET-5b7e2c91d0"
+THOUGHTS = 11
+STEP_SCHEMAS = [strict_json_schema(model) for model in REPLY_MODELS.values()]
+
+
+@pytest.fixture
+def gemini_env(no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Google setting from the machine the tests run on; the test key in GEMINI_API_KEY."""
+    for name in (
+        "GOOGLE_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_GENAI_API_VERSION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+
+
+@pytest.fixture
+def server() -> Iterator[GeminiServer]:
+    started = GeminiServer(key=GEMINI_KEY).start()
+    yield started
+    started.stop()
+
+
+def google_run(base_url: str, dataset: Path, *overrides: str) -> tuple[str, ...]:
+    """The overrides of a quiet run of ``dataset`` judged by Gemini at ``base_url``."""
+    return (
+        "model=google",
+        f"model.base_url={base_url}",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        *FAST_RETRIES,
+        *overrides,
+    )
+
+
+def judge(server: GeminiServer, **settings: object) -> GoogleJudge:
+    return GoogleJudge(
+        GoogleJudgeConfig.model_validate(
+            {"name": "gemini-2.5-flash", "base_url": server.base_url, "max_retries": 0} | settings
+        )
+    )
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_twenty_item_run_is_scored_through_generate_content_and_no_file_holds_the_key(
+    tmp_path: Path, server: GeminiServer
+) -> None:
+    server.thoughts_tokens = THOUGHTS
+    dataset = write_dataset(tmp_path / "docs.jsonl", 20)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset),
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    assert len(items) == 20
+    assert (items["status"] == "scored").all()
+    assert set(items["judge"]) == {"google/gemini-2.5-flash"}
+    assert server.requests
+    for request in server.requests:
+        assert request.path == "/v1beta/models/gemini-2.5-flash:generateContent"
+        assert request.headers["x-goog-api-key"] == GEMINI_KEY
+        body = request.body
+        assert "summar" in body["systemInstruction"]["parts"][0]["text"].lower()
+        assert [turn["role"] for turn in body["contents"]] == ["user"]
+        config = body["generationConfig"]
+        assert config["responseMimeType"] == "application/json"
+        # The step's strict schema as it is: closed objects, every property required.
+        assert config["responseJsonSchema"] in STEP_SCHEMAS
+        assert (config["temperature"], config["seed"]) == (0.0, 42)
+        assert "maxOutputTokens" not in config  # none set: the model's own bound
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["judge"]["name"] == "google/gemini-2.5-flash"
+    # Thought tokens: among the output tokens, and shown apart.
+    assert manifest["tokens"]["reasoning"] == THOUGHTS * len(server.requests)
+    assert manifest["tokens"]["output"] == sum(c + t for _, c, t in server.usage)
+    assert manifest["tokens"]["input"] == sum(p for p, _, _ in server.usage)
+    assert f"({manifest['tokens']['reasoning']:,} of them reasoning)" in done.stdout
+    # Priced from the genai-prices table, thoughts at the output price.
+    known = price_of("gemini-2.5-flash", provider="google", base_url=server.base_url, given=None)
+    assert known is not None
+    assert known.source.startswith("genai-prices")
+    expected = sum(p * known.price.input + (c + t) * known.price.output for p, c, t in server.usage)
+    assert manifest["cost"]["judge"] == pytest.approx(expected / 1e6)
+    assert_nowhere([GEMINI_KEY], tmp_path / "run", done.stdout, done.stderr)
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_429_and_5xx_are_retried_by_the_run_and_every_item_is_scored(
+    tmp_path: Path, server: GeminiServer
+) -> None:
+    server.script(
+        Fault(429, "Resource has been exhausted (e.g. check quota).", retry_delay="0.01s"),
+        Fault(503, "The model is overloaded. Please try again later."),
+        Fault(500, "An internal error has occurred."),
+    )
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset, "runner.max_judge_requests_in_flight=1"),
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    assert (items["status"] == "scored").all()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["judge"]["retries"] == 3
+    assert len(server.requests) == len(server.usage) + 3
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_429s_retry_info_is_the_wait_the_retry_policy_keeps(server: GeminiServer) -> None:
+    server.script(Fault(429, "Quota exceeded for metric", retry_delay="1.5s"), Fault(503))
+    google = judge(server)
+
+    async def twice() -> tuple[JudgeAPIError, JudgeAPIError]:
+        errors = []
+        for _ in range(2):
+            with pytest.raises(JudgeAPIError) as raised:
+                await google.complete(a_request())
+            errors.append(raised.value)
+        await google.aclose()
+        return errors[0], errors[1]
+
+    throttled, unavailable = asyncio.run(twice())
+
+    assert (throttled.status_code, throttled.retry_after_s) == (429, 1.5)
+    assert "RESOURCE_EXHAUSTED" in str(throttled)
+    assert RetryPolicy().delay_s(1, throttled) == 1.5
+    assert unavailable.status_code == 503
+    assert RetryPolicy().is_retryable(throttled)
+    assert RetryPolicy().is_retryable(unavailable)
+
+
+@pytest.mark.usefixtures("gemini_env")
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(401, "Request had invalid authentication credentials."),
+        Fault(403, "Method doesn't allow unregistered callers."),
+        # Gemini's answer to a key it does not know: 400, with the reason API_KEY_INVALID.
+        Fault(400, "API key not valid. Please pass a valid API key.", reason="API_KEY_INVALID"),
+    ],
+)
+def test_refused_credentials_stop_the_caller(server: GeminiServer, fault: Fault) -> None:
+    server.script(fault)
+    scorer = create_summarization_scorer(judge(server))
+
+    with pytest.raises(JudgeAuthError) as raised:
+        scorer.run_sync(input=SOURCE, output=SUMMARY)
+
+    assert raised.value.status_code == fault.status
+    assert "refused the credentials" in str(raised.value)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_key_gemini_does_not_know_stops_the_run_at_once(
+    tmp_path: Path, server: GeminiServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 20)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset, "runner.max_judge_requests_in_flight=1"),
+        env={"GEMINI_API_KEY": "AIza-a-revoked-key-0000"},
+    )
+
+    assert done.returncode != 0
+    assert "refused the credentials (HTTP 400 API_KEY_INVALID)" in done.stderr
+    # Not one refusal per item: the first stops the run, and no item is counted as judged.
+    assert len(server.requests) <= 5
+    assert "20 unfinished" in done.stdout
+    assert_nowhere(["AIza-a-revoked-key-0000"], tmp_path / "run", done.stdout, done.stderr)
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_reply_cut_at_max_output_tokens_is_re_asked_counted_and_named_once(
+    server: GeminiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.thoughts_tokens = THOUGHTS
+    server.script(*[Finish("MAX_TOKENS")] * 3)
+    scorer = create_summarization_scorer(judge(server, max_output_tokens=64))
+
+    with caplog.at_level(logging.WARNING, logger="summeval_runner"):
+        result = scorer.run_sync(input=SOURCE, output=SUMMARY)
+
+    assert result.status == "error"
+    assert result.error is not None
+    assert result.error.type == "JudgeOutputError"
+    assert result.error.attempts == 3
+    # The cut text is kept for diagnosis; never read as a verdict.
+    assert result.error.raw_reply is not None
+    assert result.error.raw_reply.startswith('{"alignment"')
+    assert all(r.body["generationConfig"]["maxOutputTokens"] == 64 for r in server.requests)
+    # Its tokens were spent and billed: counted, thoughts among them.
+    assert result.usage.preprocess.output_tokens == sum(c + t for _, c, t in server.usage)
+    assert result.usage.preprocess.reasoning_tokens == 3 * THOUGHTS
+    warnings = [r.getMessage() for r in caplog.records if "MAX_TOKENS" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "model.max_output_tokens" in warnings[0]
+    assert "model.thinking_budget" in warnings[0]
+
+
+@pytest.mark.usefixtures("gemini_env")
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [(Finish("SAFETY"), "finishReason SAFETY"), (Blocked(), "prompt blocked: SAFETY")],
+)
+def test_a_blocked_reply_is_the_items_error_and_not_sent_again(
+    tmp_path: Path, server: GeminiServer, entry: Finish | Blocked, words: str
+) -> None:
+    server.script(entry)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 1)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset),
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode != 0 or "error" in done.stdout
+    items = table(tmp_path / "run", "items")
+    assert list(items["status"]) == ["error"]
+    assert words in items["error_message"].iloc[0]
+    assert items["error_step"].iloc[0] == "preprocess"
+    # Neither retried nor re-asked: the API's filters would answer the same.
+    assert len(server.requests) == 1
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_no_connection_is_the_outage_watchs_error(server: GeminiServer) -> None:
+    address = server.base_url
+    server.stop()
+    google = judge(server, base_url=address)
+
+    with pytest.raises(JudgeConnectionError, match="connection refused"):
+        asyncio.run(google.complete(a_request()))
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_missing_sdk_is_exit_2_naming_the_extra(
+    tmp_path: Path, server: GeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As where the extra is not installed: importing google.genai fails.
+    monkeypatch.setitem(sys.modules, "google.genai", None)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset),
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'summeval_runner[google]'" in done.stderr
+    assert server.requests == []
+    with pytest.raises(ConfigError, match=r"summeval_runner\[google\]"):
+        create_summarization_scorer("google/gemini-2.5-flash")
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_batch_mode_is_refused_before_any_call(tmp_path: Path, server: GeminiServer) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset, "runner.mode=batch"),
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "mode batch" in done.stderr
+    assert "google/gemini-2.5-flash has none" in done.stderr
+    assert "mode interactive" in done.stderr
+    assert server.requests == []
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_the_estimate_prices_a_google_run_from_the_table_and_calls_nothing(
+    tmp_path: Path, server: GeminiServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset, "runner.estimate=true"),
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "genai-prices" in done.stdout
+    assert "gemini-2.5-flash" in done.stdout
+    assert server.requests == []
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_keys_variables_and_settings(server: GeminiServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GOOGLE_API_KEY, the SDK's other variable, wins when both are set, as in the SDK.
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIza-google-variable-key")
+    server.key = "AIza-google-variable-key"
+    result = create_summarization_scorer(judge(server)).run_sync(input=SOURCE, output=SUMMARY)
+    assert result.status == "scored"
+    assert {r.headers["x-goog-api-key"] for r in server.requests} == {"AIza-google-variable-key"}
+
+    monkeypatch.delenv("GOOGLE_API_KEY")
+    monkeypatch.delenv("GEMINI_API_KEY")
+    with pytest.raises(MissingAPIKeyError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
+        create_summarization_scorer("google/gemini-2.5-flash")
+    with pytest.raises(ConfigError, match="api_key_env") as raised:
+        create_summarization_scorer({"provider": "google", "name": "g", "api_key": "AIza-x"})
+    assert "AIza-x" not in str(raised.value)
+    with pytest.raises(ConfigError, match="model name"):
+        create_summarization_scorer("google")
+    with pytest.raises(ConfigError, match="unknown setting 'reasoning_effort'"):
+        create_summarization_scorer(
+            {"provider": "google", "name": "g", "reasoning_effort": "low", "api_key_env": "K"}
+        )
