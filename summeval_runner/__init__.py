@@ -32,6 +32,7 @@ from summeval_runner._io._manifest import JudgeNoise, Manifest, RunCost
 from summeval_runner._io._merge import MergedRun, merge_runs
 from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
 from summeval_runner._io._report import write_report
+from summeval_runner._judges._anthropic import AnthropicJudge, AnthropicJudgeConfig
 from summeval_runner._judges._azure import AzureJudge, AzureJudgeConfig
 from summeval_runner._judges._fake import FakeJudge
 from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
@@ -89,6 +90,8 @@ __all__ = [
     "AgreementResult",
     "AnalyzeInput",
     "AnalyzeStepResult",
+    "AnthropicJudge",
+    "AnthropicJudgeConfig",
     "AzureJudge",
     "AzureJudgeConfig",
     "BudgetExhaustedError",

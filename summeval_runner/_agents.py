@@ -1,4 +1,5 @@
-"""Bundled agents under test: a lead-k extractive baseline and an OpenAI-compatible summarizer.
+"""Bundled agents under test: a lead-k extractive baseline and an LLM summarizer (an
+OpenAI-compatible endpoint, or Anthropic's Messages API).
 
 Both are classes built once per run (Hydra's ``instantiate``) and called once per item with the
 item's input, so their parameters sweep as variants (``target.k=2,3``) and the LLM summarizer
@@ -20,6 +21,7 @@ from summeval_runner._errors import (
     JudgeAuthError,
     JudgeError,
 )
+from summeval_runner._judges._anthropic import AnthropicMessages
 from summeval_runner._judges._openai import OpenAIChat, estimate_tokens
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import FREE, JudgeReply, Price, TokenUsage
@@ -36,6 +38,11 @@ DEFAULT_SUMMARY_PROMPT = (
 
 # Whom the LLM summarizer's errors name.
 AGENT_MODEL = "the agent's model"
+# The providers the LLM summarizer speaks to, and the variable each reads its key from when
+# api_key_env is left at DEFAULT_KEY (so that -m target.provider=openai,anthropic needs no
+# other setting).
+DEFAULT_KEY = "default"
+PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 class LeadK:
@@ -63,7 +70,14 @@ class LeadK:
 
 
 class LLMSummarizer:
-    """Summarizes with a model behind an OpenAI-compatible endpoint; the judge's provider code.
+    """Summarizes with a model behind an OpenAI-compatible endpoint (``provider="openai"``) or
+    Anthropic's Messages API (``provider="anthropic"``: the anthropic SDK, an optional extra);
+    the judge's provider code, its errors translated alike.
+
+    ``api_key_env`` names the variable that holds the key: ``"default"`` is the provider's
+    (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), ``None`` sends none. On Anthropic the prompt is
+    the top-level system prompt, ``max_tokens`` is sent as it is, and ``temperature`` is not
+    sent (the Messages API takes no sampling setting).
 
     ``prompt`` is the system prompt; the item's source is the user message. ``price`` is the
     model's price per million tokens (``{input: ..., output: ...}`` US dollars; ``None``: the
@@ -84,13 +98,18 @@ class LLMSummarizer:
         name: str,
         prompt: str = DEFAULT_SUMMARY_PROMPT,
         base_url: str | None = None,
-        api_key_env: str | None = "OPENAI_API_KEY",
+        api_key_env: str | None = DEFAULT_KEY,
         temperature: float = 0.0,
         max_tokens: int = 300,
         timeout_s: float = 60.0,
         max_retries: int = 2,
         price: Price | Mapping[str, float] | None = None,
+        provider: str = "openai",
     ) -> None:
+        if provider not in PROVIDER_KEYS:
+            raise ConfigError(
+                f"target.provider must be one of: {', '.join(PROVIDER_KEYS)}; got {provider!r}"
+            )
         if not name:
             raise ConfigError("target.name must name the summarizer's model, got an empty string")
         if not prompt.strip():
@@ -99,16 +118,19 @@ class LLMSummarizer:
         self.prompt = prompt
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self._chat = OpenAIChat(
+        self.provider = provider
+        key_env = PROVIDER_KEYS[provider] if api_key_env == DEFAULT_KEY else api_key_env
+        endpoint = OpenAIChat if provider == "openai" else AnthropicMessages
+        self._chat: OpenAIChat | AnthropicMessages = endpoint(
             base_url=base_url,
-            api_key_env=api_key_env,
+            api_key_env=key_env,
             timeout_s=timeout_s,
             max_retries=max_retries,
             who=AGENT_MODEL,
         )
         # The price given, else the price table's for a model it knows (the judge's rule).
         self.price_source = price_of(
-            name, provider="openai", base_url=self._chat.base_url, given=_price(price)
+            name, provider=provider, base_url=self._chat.base_url, given=_price(price)
         )
         self.price = self.price_source.price if self.price_source is not None else None
         self._cache: AgentCache | None = None
@@ -120,16 +142,27 @@ class LLMSummarizer:
         cached._cache = cache
         return cached
 
-    async def __call__(self, input: Any) -> str:
-        request = {
+    def _request(self, source: str) -> dict[str, Any]:
+        """The request its provider is sent for ``source``."""
+        if self.provider == "anthropic":
+            return {
+                "model": self.name,
+                "max_tokens": self.max_tokens,
+                "system": self.prompt,
+                "messages": [{"role": "user", "content": source}],
+            }
+        return {
             "model": self.name,
             "messages": [
                 {"role": "system", "content": self.prompt},
-                {"role": "user", "content": extract_source(input)},
+                {"role": "user", "content": source},
             ],
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
+
+    async def __call__(self, input: Any) -> str:
+        request = self._request(extract_source(input))
         sent = False
 
         async def send() -> JudgeReply:
@@ -141,7 +174,7 @@ class LLMSummarizer:
             reply = await send()
         else:
             # What decides the reply besides the request: where the model is served.
-            identity = {"provider": "openai", "base_url": self._chat.base_url}
+            identity = {"provider": self.provider, "base_url": self._chat.base_url}
             reply = await self._cache.complete(identity, request, send)
         report_target_usage(
             input_tokens=reply.usage.input_tokens,
@@ -154,7 +187,12 @@ class LLMSummarizer:
 
     async def _send(self, request: dict[str, Any]) -> JudgeReply:
         try:
-            reply = await self._chat.complete(request)
+            if isinstance(self._chat, OpenAIChat):
+                chat = await self._chat.complete(request)
+                content, usage, cost = chat.content, chat.usage, chat.cost(self.price)
+            else:
+                message = await self._chat.create(request, tool=None)
+                content, usage, cost = str(message.content), message.usage, message.cost(self.price)
         except JudgeAuthError as error:
             raise AgentAuthError(str(error), status_code=error.status_code) from error
         except JudgeError as error:
@@ -162,9 +200,7 @@ class LLMSummarizer:
             raise AgentAPIError(
                 str(error), status_code=getattr(error, "status_code", None)
             ) from error
-        return JudgeReply(
-            content=reply.content, usage=reply.usage or TokenUsage(), cost=reply.cost(self.price)
-        )
+        return JudgeReply(content=content, usage=usage or TokenUsage(), cost=cost)
 
     def estimate_usage(self, input: Any, summary: str) -> tuple[TokenUsage, float | None]:
         """A call's tokens and cost before it is made, for ``estimate_evals``: its prompt at four

@@ -22,8 +22,9 @@
         ├── JudgeInputTooLargeError  the request is longer than the judge's context; never retried
         └── JudgeOutputError      the reply did not match the step's schema after every re-ask
 
-Errors from the ``openai`` SDK are translated into this tree at the provider's edge, so callers
-never need to import the SDK to handle a failure. Every message states the rule and the value
+Errors from each provider's SDK (``openai``, ``anthropic``) are translated into this tree at the
+provider's edge, by one translation they share (``_judges/_http_errors.py``), so callers never
+need to import an SDK to handle a failure. Every message states the rule and the value
 received (``max_questions must be >= 1, got 0``).
 
 A scorer turns any other ``JudgeError`` into a result whose status is

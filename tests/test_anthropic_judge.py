@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from summeval_runner import ConfigError, create_summarization_scorer
-from summeval_runner._errors import JudgeAPIError, JudgeInputTooLargeError
-from summeval_runner._judges._anthropic import AnthropicJudge, AnthropicJudgeConfig
+from summeval_runner import (
+    AnthropicJudge,
+    AnthropicJudgeConfig,
+    ConfigError,
+    create_summarization_scorer,
+)
+from summeval_runner._errors import JudgeAPIError, JudgeConnectionError, JudgeInputTooLargeError
 from summeval_runner._judges._prices import price_of
 from summeval_runner._runner._retry import RetryPolicy
 from tests.anthropic_server import (
@@ -27,7 +33,8 @@ from tests.anthropic_server import (
     CutOff,
     Fault,
 )
-from tests.app import FAST_RETRIES, run_app, table
+from tests.app import ENV, FAST_RETRIES, SECRET, openai_run, run_app, table
+from tests.chat_server import SUMMARY_REPLY, ChatServer
 from tests.documents import write_dataset
 from tests.test_model_families import a_request
 from tests.test_secrets import assert_nowhere
@@ -294,3 +301,106 @@ def test_batch_mode_sends_each_round_as_one_message_batch_at_half_the_price(
     per_call = (INPUT_TOKENS * 1.0 + CACHE_READ_TOKENS * 0.1 + OUTPUT_TOKENS * 5.0) / 1e6
     manifest = json.loads((tmp_path / "batched" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["cost"]["judge"] == pytest.approx(answered * per_call / 2)
+
+
+def test_an_agent_on_anthropic_is_judged_by_an_openai_judge(
+    tmp_path: Path, server: AnthropicServer, chat_server: ChatServer, anthropic_env: None
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 5)
+
+    done = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        "target=llm_summarizer",
+        "target.provider=anthropic",
+        "target.name=claude-haiku-4-5",
+        f"target.base_url={server.base_url}",
+        env={**ENV, "ANTHROPIC_API_KEY": ANTHROPIC_KEY},
+    )
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    assert (items["status"] == "scored").all()
+    # Each summary is Claude's, written from the source; the judge saw it.
+    assert items["summary"].tolist() == [SUMMARY_REPLY] * 5
+    assert len(server.requests) == 5
+    for request in server.requests:
+        assert request.tool is None
+        assert request.body["system"].startswith("Summarize the user's text")
+        assert request.body["max_tokens"] == 300
+        assert [m["role"] for m in request.body["messages"]] == ["user"]
+        assert request.headers["authorization"] == f"Bearer {ANTHROPIC_KEY}"
+    judged = [r for r in chat_server.requests if r.step == "preprocess"]
+    assert judged
+    assert all(SUMMARY_REPLY in r.text for r in judged)
+    # The agent's tokens and cost counted apart from the judge's, at the price table's price.
+    assert (items["target_input_tokens"] == INPUT_TOKENS + CACHE_READ_TOKENS).all()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    per_call = (INPUT_TOKENS * 1.0 + CACHE_READ_TOKENS * 0.1 + OUTPUT_TOKENS * 5.0) / 1e6
+    assert manifest["cost"]["target"] == pytest.approx(5 * per_call)
+    assert_nowhere([ANTHROPIC_KEY, SECRET], tmp_path / "run", done.stdout, done.stderr)
+
+
+def test_an_agent_on_anthropic_refused_its_key_stops_the_run_as_the_agents_error(
+    tmp_path: Path, server: AnthropicServer, chat_server: ChatServer, anthropic_env: None
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 5)
+
+    done = run_app(
+        tmp_path / "run",
+        *openai_run(chat_server.base_url, dataset),
+        "target=llm_summarizer",
+        "target.provider=anthropic",
+        "target.name=claude-haiku-4-5",
+        f"target.base_url={server.base_url}",
+        env={**ENV, "ANTHROPIC_API_KEY": "sk-ant-revoked"},
+    )
+
+    assert done.returncode != 0
+    assert "the agent's model at" in done.stderr
+    assert "refused the credentials (HTTP 401)" in done.stderr
+    assert chat_server.requests == []  # the judge was never asked
+
+
+def test_an_agent_on_anthropic_without_the_sdk_is_exit_2_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anthropic_env: None
+) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "run",
+        f"dataset.path={dataset}",
+        "target=llm_summarizer",
+        "target.provider=anthropic",
+        "target.name=claude-haiku-4-5",
+    )
+
+    assert done.returncode == 2
+    assert "the agent's model on Anthropic needs the anthropic SDK" in done.stderr
+    assert "pip install 'summeval_runner[anthropic]'" in done.stderr
+
+
+@pytest.mark.usefixtures("anthropic_env")
+def test_a_refused_connection_is_the_outage_watchs_connection_error() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bound:
+        bound.bind(("127.0.0.1", 0))  # bound, never listening: every connection is refused
+        base_url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        claude = AnthropicJudge(
+            AnthropicJudgeConfig(name="claude-haiku-4-5", base_url=base_url, max_retries=0)
+        )
+        with pytest.raises(JudgeConnectionError, match="connection refused"):
+            asyncio.run(claude.complete(a_request()))
+
+
+def test_the_sdk_is_imported_only_when_an_anthropic_judge_is_built() -> None:
+    script = (
+        "import sys, summeval_runner\n"
+        "from summeval_runner import create_summarization_scorer\n"
+        "create_summarization_scorer('offline')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'anthropic'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

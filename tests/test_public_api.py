@@ -86,6 +86,8 @@ PUBLIC = {
     "OpenAIJudgeConfig",
     "AzureJudge",
     "AzureJudgeConfig",
+    "AnthropicJudge",
+    "AnthropicJudgeConfig",
     "FakeJudge",
     # errors
     "SummevalError",
