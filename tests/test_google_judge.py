@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from summeval_runner import ConfigError, create_summarization_scorer
+from summeval_runner import ConfigError, GoogleJudge, GoogleJudgeConfig, create_summarization_scorer
 from summeval_runner._errors import (
     JudgeAPIError,
     JudgeAuthError,
     JudgeConnectionError,
     MissingAPIKeyError,
 )
-from summeval_runner._judges._google import GoogleJudge, GoogleJudgeConfig
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import REPLY_MODELS, strict_json_schema
 from summeval_runner._runner._retry import RetryPolicy
-from tests.app import FAST_RETRIES, run_app, table
+from tests.app import ENV, FAST_RETRIES, SECRET, openai_run, run_app, run_process, table
+from tests.chat_server import SUMMARY_REPLY, ChatServer
 from tests.documents import write_dataset
 from tests.gemini_server import Blocked, Fault, Finish, GeminiServer
 from tests.test_model_families import a_request
@@ -362,3 +362,115 @@ def test_keys_variables_and_settings(server: GeminiServer, monkeypatch: pytest.M
         create_summarization_scorer(
             {"provider": "google", "name": "g", "reasoning_effort": "low", "api_key_env": "K"}
         )
+
+
+def agent_on_google(server: GeminiServer, chat_server: ChatServer, dataset: Path) -> list[str]:
+    """A run whose summaries Gemini writes (the LLM summarizer on Google), judged by OpenAI's
+    judge at the chat server."""
+    return [
+        *openai_run(chat_server.base_url, dataset),
+        "target=llm_summarizer",
+        "target.provider=google",
+        "target.name=gemini-2.5-flash",
+        f"target.base_url={server.base_url}",
+    ]
+
+
+def test_an_agent_on_google_is_judged_by_an_openai_judge(
+    tmp_path: Path, server: GeminiServer, chat_server: ChatServer, gemini_env: None
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 5)
+
+    done = run_app(
+        tmp_path / "run",
+        *agent_on_google(server, chat_server, dataset),
+        env={**ENV, "GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    assert (items["status"] == "scored").all()
+    # Each summary is Gemini's, written from the source; the judge saw it.
+    assert items["summary"].tolist() == [SUMMARY_REPLY] * 5
+    assert len(server.requests) == 5
+    for request in server.requests:
+        assert request.body["systemInstruction"]["parts"][0]["text"].startswith("Summarize")
+        assert [turn["role"] for turn in request.body["contents"]] == ["user"]
+        assert request.body["generationConfig"]["maxOutputTokens"] == 300
+        # Plain text: no JSON asked of a summarizer.
+        assert "responseMimeType" not in request.body["generationConfig"]
+        assert request.headers["x-goog-api-key"] == GEMINI_KEY
+    judged = [r for r in chat_server.requests if r.step == "preprocess"]
+    assert judged
+    assert all(SUMMARY_REPLY in r.text for r in judged)
+    # The agent's tokens and cost counted apart from the judge's, at the price table's price.
+    assert items["target_input_tokens"].tolist() == [p for p, _, _ in server.usage]
+    known = price_of("gemini-2.5-flash", provider="google", base_url=server.base_url, given=None)
+    assert known is not None
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    expected = sum(p * known.price.input + c * known.price.output for p, c, _ in server.usage)
+    assert manifest["cost"]["target"] == pytest.approx(expected / 1e6)
+    assert_nowhere([GEMINI_KEY, SECRET], tmp_path / "run", done.stdout, done.stderr)
+
+
+def test_an_agent_on_google_blocked_or_refused_is_the_agents_error(
+    tmp_path: Path, server: GeminiServer, chat_server: ChatServer, gemini_env: None
+) -> None:
+    server.script(Finish("SAFETY"))
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "blocked",
+        *agent_on_google(server, chat_server, dataset),
+        "runner.max_target_calls_in_flight=1",
+        env={**ENV, "GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    items = table(tmp_path / "blocked", "items")
+    assert sorted(items["status"]) == ["error", "scored"], done.stderr
+    failed = items[items["status"] == "error"].iloc[0]
+    assert "Gemini blocked it (finishReason SAFETY)" in failed["error_message"]
+    assert failed["error_step"] == "target"
+
+    refused = run_app(
+        tmp_path / "refused",
+        *agent_on_google(server, chat_server, dataset),
+        env={**ENV, "GEMINI_API_KEY": "AIza-revoked-agent-key"},
+    )
+
+    assert refused.returncode != 0
+    assert "the agent's model at" in refused.stderr
+    assert "refused the credentials (HTTP 400 API_KEY_INVALID)" in refused.stderr
+
+
+def test_an_agent_on_google_without_the_sdk_is_exit_2_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gemini_env: None
+) -> None:
+    monkeypatch.setitem(sys.modules, "google.genai", None)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "run",
+        f"dataset.path={dataset}",
+        "target=llm_summarizer",
+        "target.provider=google",
+        "target.name=gemini-2.5-flash",
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    assert done.returncode == 2
+    assert "the agent's model on Google needs the google-genai SDK" in done.stderr
+    assert "pip install 'summeval_runner[google]'" in done.stderr
+
+
+def test_the_sdk_is_imported_only_when_a_google_judge_is_built(tmp_path: Path) -> None:
+    script = (
+        "import sys, summeval_runner\n"
+        "from summeval_runner import create_summarization_scorer\n"
+        "create_summarization_scorer('offline')\n"
+        "assert 'google.genai' not in sys.modules, 'imported early'\n"
+    )
+
+    done = run_process([sys.executable, "-c", script], cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr

@@ -88,6 +88,8 @@ PUBLIC = {
     "AzureJudgeConfig",
     "AnthropicJudge",
     "AnthropicJudgeConfig",
+    "GoogleJudge",
+    "GoogleJudgeConfig",
     "FakeJudge",
     # errors
     "SummevalError",

@@ -118,13 +118,13 @@ class GoogleJudgeConfig(BaseModel):
     price: Price | None = None
 
 
-def _sdk() -> Any:
+def _sdk(who: str) -> Any:
     """The SDK, imported when first needed; a ``ConfigError`` naming the extra without it."""
     try:
         genai = importlib.import_module("google.genai")
     except ImportError:
         raise ConfigError(
-            f"the google provider needs the google-genai SDK, which is not installed: {INSTALL}"
+            f"{who} on Google needs the google-genai SDK, which is not installed: {INSTALL}"
         ) from None
     return genai
 
@@ -168,7 +168,7 @@ class GeminiChat:
         max_retries: int,
         who: str = JUDGE,
     ) -> None:
-        self._genai = _sdk()
+        self._genai = _sdk(who)
         self.who = who
         self.base_url = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or _DEFAULT_BASE_URL
         register_url_secrets(self.base_url)
