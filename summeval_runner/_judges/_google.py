@@ -254,6 +254,10 @@ def gemini_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     [('user', 'Text'), ('model', '{'), ('user', 'Again')]
     >>> args["config"]
     {'system_instruction': 'Judge.', 'temperature': 0, 'max_output_tokens': 9}
+    >>> reask = [{"role": "user", "content": "Text"}, {"role": "assistant", "content": ""},
+    ...     {"role": "user", "content": "Again"}]
+    >>> len(gemini_arguments({"model": "m", "messages": reask})["contents"])
+    2
     """
     system: list[str] = []
     contents: list[dict[str, Any]] = []
@@ -261,7 +265,9 @@ def gemini_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
         text = str(message.get("content", ""))
         if message.get("role") == "system":
             system.append(text)
-        else:
+        elif text:
+            # A turn with no text is left out: the API refuses an empty part, and a re-ask of a
+            # reply whose bound its thoughts took whole would carry one.
             role = "model" if message.get("role") == "assistant" else "user"
             contents.append({"role": role, "parts": [{"text": text}]})
     config: dict[str, Any] = {}
