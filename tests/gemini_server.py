@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.chat_server import SUMMARY_REPLY, valid_content
 
+BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatch"
+# The google.rpc code of each HTTP status, as a batch's inlined errors carry it.
+RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 429: 8, 500: 13, 503: 14}
 # The status names Google's errors carry beside each HTTP code.
 STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -97,6 +101,9 @@ class GeminiServer:
     requests: list[GeminiRequest] = field(default_factory=list)
     # The tokens each answered reply reported: (prompt, candidates, thoughts).
     usage: list[tuple[int, int, int]] = field(default_factory=list)
+    # The Batch API's batches (``batchGenerateContent``), by name: their operation and their
+    # inlined requests, answered as interactive requests are when the batch is first read.
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     _script: list[Reply | Fault | Finish | Blocked] = field(default_factory=list)
     _always: Fault | None = None
 
@@ -181,6 +188,56 @@ class GeminiServer:
             "responseId": f"resp-{len(self.requests)}",
         }
 
+    def create_batch(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Any:
+        model = path.split("/models/", 1)[1].split(":", 1)[0]
+        if self.key is not None and headers.get("x-goog-api-key") != self.key:
+            return _error(Fault(400, "API key not valid.", reason="API_KEY_INVALID"))
+        batch = body["batch"]
+        with self._lock:
+            name = f"batches/b{len(self.batches) + 1}"
+            self.batches[name] = {
+                "requests": batch["inputConfig"]["requests"]["requests"],
+                "model": model,
+                "headers": headers,
+                "operation": {
+                    "name": name,
+                    "metadata": {
+                        "@type": BATCH_TYPE,
+                        "model": f"models/{model}",
+                        "displayName": batch.get("displayName", ""),
+                        "state": "BATCH_STATE_PENDING",
+                        "createTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    },
+                },
+            }
+            return 200, self.batches[name]["operation"]
+
+    def read_batch(self, name: str) -> tuple[int, dict[str, Any]]:
+        batch = self.batches.get(name)
+        if batch is None:
+            return _error(Fault(404, f"{name} not found"))
+        operation = batch["operation"]
+        if operation["metadata"]["state"] == "BATCH_STATE_PENDING":
+            responses = []
+            for inlined in batch["requests"]:
+                request = GeminiRequest(
+                    path=f"/v1beta/models/{batch['model']}:generateContent",
+                    headers=batch["headers"],
+                    body=inlined["request"],
+                )
+                status, answer = self.answer(request)
+                line: dict[str, Any] = {"metadata": inlined.get("metadata", {})}
+                if status == 200:
+                    line["response"] = answer
+                else:
+                    error = answer["error"]
+                    line["error"] = {"code": RPC_CODES.get(status, 13), "message": error["message"]}
+                responses.append(line)
+            operation["metadata"]["state"] = "BATCH_STATE_SUCCEEDED"
+            operation["metadata"]["output"] = {"inlinedResponses": {"inlinedResponses": responses}}
+            operation["done"] = True
+        return 200, operation
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -196,9 +253,24 @@ class GeminiServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0].removeprefix("/v1beta/")
+                if path == "batches":
+                    with server._lock:
+                        listed = [b["operation"] for b in reversed(server.batches.values())]
+                    self.send_json(200, {"operations": listed})
+                elif path.startswith("batches/"):
+                    self.send_json(*server.read_batch(path))
+                else:
+                    self.send_json(404, _error(Fault(404, f"no route {path}"))[1])
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 path = self.path.split("?", 1)[0]
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                if path.endswith(":batchGenerateContent"):
+                    self.send_json(*server.create_batch(path, headers, json.loads(raw)))
+                    return
                 if not (path.startswith("/v1beta/models/") and path.endswith(":generateContent")):
                     self.send_json(404, _error(Fault(404, f"no route {path}"))[1])
                     return

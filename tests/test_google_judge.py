@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from summeval_runner._errors import (
     JudgeConnectionError,
     MissingAPIKeyError,
 )
+from summeval_runner._judges import _google as google_module
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import REPLY_MODELS, strict_json_schema
 from summeval_runner._runner._retry import RetryPolicy
@@ -276,12 +278,12 @@ def test_a_blocked_reply_is_the_items_error_and_not_sent_again(
 
 @pytest.mark.usefixtures("gemini_env")
 def test_no_connection_is_the_outage_watchs_error(server: GeminiServer) -> None:
-    address = server.base_url
-    server.stop()
-    google = judge(server, base_url=address)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bound:
+        bound.bind(("127.0.0.1", 0))  # bound, never listening: every connection is refused
+        google = judge(server, base_url=f"http://127.0.0.1:{bound.getsockname()[1]}")
 
-    with pytest.raises(JudgeConnectionError, match="connection refused"):
-        asyncio.run(google.complete(a_request()))
+        with pytest.raises(JudgeConnectionError, match="connection refused"):
+            asyncio.run(google.complete(a_request()))
 
 
 @pytest.mark.usefixtures("gemini_env")
@@ -305,21 +307,68 @@ def test_a_missing_sdk_is_exit_2_naming_the_extra(
         create_summarization_scorer("google/gemini-2.5-flash")
 
 
+BATCH = ("runner.mode=batch", "runner.batch_poll_s=0.02")
+
+
 @pytest.mark.usefixtures("gemini_env")
-def test_batch_mode_is_refused_before_any_call(tmp_path: Path, server: GeminiServer) -> None:
-    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+@pytest.mark.parametrize("split", [False, True])
+def test_batch_mode_sends_each_round_as_gemini_batches_at_half_the_price(
+    tmp_path: Path, server: GeminiServer, monkeypatch: pytest.MonkeyPatch, split: bool
+) -> None:
+    if split:
+        # A round past what one batch of inlined requests may carry goes as several batches.
+        monkeypatch.setattr(google_module, "INLINE_BATCH_BYTES", 4_000)
+    # One request of the first batch fails (503): sent again in a later one, as a 5xx is.
+    server.script(Fault(503, "The model is overloaded."))
+    dataset = write_dataset(tmp_path / "docs.jsonl", 4)
 
     done = run_app(
         tmp_path / "run",
-        *google_run(server.base_url, dataset, "runner.mode=batch"),
+        *google_run(server.base_url, dataset, *BATCH),
         env={"GEMINI_API_KEY": GEMINI_KEY},
     )
 
-    assert done.returncode == 2, done.stderr
-    assert "mode batch" in done.stderr
-    assert "google/gemini-2.5-flash has none" in done.stderr
-    assert "mode interactive" in done.stderr
-    assert server.requests == []
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    assert len(items) == 4
+    assert (items["status"] == "scored").all()
+    # Every request went through a batch: none was sent to generateContent itself.
+    batched = [line for batch in server.batches.values() for line in batch["requests"]]
+    assert len(server.requests) == len(batched)
+    rounds = {batch["operation"]["metadata"]["displayName"] for batch in server.batches.values()}
+    if split:
+        assert len(server.batches) > len(rounds)  # a round in several parts
+    else:
+        assert len(server.batches) == len(rounds)
+    for line in batched:
+        config = line["request"]["generationConfig"]
+        assert config["responseMimeType"] == "application/json"
+        assert config["responseJsonSchema"] in STEP_SCHEMAS
+    known = price_of("gemini-2.5-flash", provider="google", base_url=server.base_url, given=None)
+    assert known is not None
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    full = sum(p * known.price.input + (c + t) * known.price.output for p, c, t in server.usage)
+    assert manifest["cost"]["judge"] == pytest.approx(full / 1e6 / 2)
+    assert_nowhere([GEMINI_KEY], tmp_path / "run", done.stdout, done.stderr)
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_blocked_reply_in_a_batch_is_the_items_error(
+    tmp_path: Path, server: GeminiServer
+) -> None:
+    server.script(Finish("SAFETY"))
+    dataset = write_dataset(tmp_path / "docs.jsonl", 1)
+
+    run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset, *BATCH),
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    items = table(tmp_path / "run", "items")
+    assert list(items["status"]) == ["error"]
+    assert "Gemini blocked it (finishReason SAFETY)" in items["error_message"].iloc[0]
+    assert len(server.requests) == 1  # a 400: not sent again
 
 
 @pytest.mark.usefixtures("gemini_env")
@@ -404,7 +453,8 @@ def test_an_agent_on_google_is_judged_by_an_openai_judge(
     assert judged
     assert all(SUMMARY_REPLY in r.text for r in judged)
     # The agent's tokens and cost counted apart from the judge's, at the price table's price.
-    assert items["target_input_tokens"].tolist() == [p for p, _, _ in server.usage]
+    # (In the order the items finished, which is not the order the requests arrived in.)
+    assert sorted(items["target_input_tokens"]) == sorted(p for p, _, _ in server.usage)
     known = price_of("gemini-2.5-flash", provider="google", base_url=server.base_url, given=None)
     assert known is not None
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
@@ -474,3 +524,35 @@ def test_the_sdk_is_imported_only_when_a_google_judge_is_built(tmp_path: Path) -
     done = run_process([sys.executable, "-c", script], cwd=tmp_path)
 
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_rounds_batch_in_parts_is_found_by_its_tags_as_one(
+    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(google_module, "INLINE_BATCH_BYTES", 1)  # one request a part
+    google = judge(server)
+    body = google.request_body(a_request())
+    lines = b"".join(
+        json.dumps({"custom_id": key, "body": body}).encode() + b"\n" for key in ("a", "b", "c")
+    )
+
+    async def lost_and_found() -> tuple[list[str], list[str], list[str]]:
+        made = await google.submit_batch(lines, {"summeval_run": "run-1", "summeval_round": "r1"})
+        first = lines.splitlines(keepends=True)[0]
+        await google.submit_batch(first, {"summeval_run": "run-2", "summeval_round": "r9"})
+        found = await google.tagged_batches("run-1", since=0)
+        ended = await google.batch_state(made.id)
+        assert ended.output_file_id is not None
+        output = await google.batch_file(ended.output_file_id)
+        await google.aclose()
+        keys = [json.loads(line)["custom_id"] for line in output.splitlines()]
+        return [state.id for state in found], [made.id, ended.status, found[0].round], keys
+
+    found, (made, status, round_), keys = asyncio.run(lost_and_found())
+
+    assert len(server.batches) == 4
+    assert found == [made]  # the round's three parts, as the one batch the run made
+    assert made.count("+") == 2
+    assert (status, round_) == ("completed", "r1")
+    assert sorted(keys) == ["a", "b", "c"]

@@ -22,8 +22,10 @@ is re-asked as any malformed reply, with a warning naming the setting once per j
 
 The SDK is an optional extra (``pip install 'summeval_runner[google]'``), imported when a
 Google judge or summarizer is built; without it, that is a ``ConfigError`` naming the command.
-Gemini's Batch API is not served: ``runner.mode=batch`` is refused for this judge before any
-call (it is no ``BatchJudge``).
+``runner.mode=batch`` sends each round of calls through Gemini's Batch API (the SDK's
+``batches``): the same requests as interactive calls, inlined in one batch (several, followed as
+one, for a round past ``INLINE_BATCH_BYTES``), each with its line's id in its ``metadata``, the
+run's and the round's tags in the batch's display name; answered at the batch price (half).
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ import importlib
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -58,7 +61,9 @@ from summeval_runner._judges._loop_clients import LoopClients
 from summeval_runner._judges._openai import ChatReply, _describe, estimate_tokens
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
+    ROUND_TAG,
     AsyncClosing,
+    BatchState,
     JudgeReply,
     JudgeRequest,
     Price,
@@ -71,6 +76,7 @@ if TYPE_CHECKING:
     import google.genai as genai
 
 logger = logging.getLogger("summeval_runner")
+_Answer = TypeVar("_Answer")
 
 INSTALL = "pip install 'summeval_runner[google]'"
 _DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
@@ -214,12 +220,17 @@ class GeminiChat:
     async def complete(self, params: Mapping[str, Any]) -> GeminiReply:
         """One ``generateContent`` call for a request in the shared shape; SDK errors are
         translated into this package's exception tree here."""
-        genai = self._genai
         client = (await self._clients.get()).sdk
+        return _reply_of(await self._sent(client.aio.models.generate_content(
+            **gemini_arguments(params)
+        )))  # fmt: skip
+
+    async def _sent(self, call: Awaitable[_Answer]) -> _Answer:
+        """What the SDK's ``call`` answers; its errors in this package's tree."""
         where = redact_url(self.base_url)
         try:
-            response = await client.aio.models.generate_content(**gemini_arguments(params))
-        except genai.errors.APIError as error:
+            return await call
+        except self._genai.errors.APIError as error:
             raise _translate(error, where, self.who) from error
         except (aiohttp.ClientError, TimeoutError) as error:
             # The SDK lets its transport's errors out as they are.
@@ -228,7 +239,42 @@ class GeminiChat:
             ) from error
         except json.JSONDecodeError as error:
             raise not_json(where, error.doc, self.who) from error
-        return _reply_of(response)
+
+    def response(self, body: Mapping[str, Any]) -> Any:
+        """A ``GenerateContentResponse`` from its JSON (a batch's output line)."""
+        return self._genai.types.GenerateContentResponse.model_validate(dict(body))
+
+    # --- the Batch API (runner.mode=batch) ---------------------------------------------------
+
+    async def submit_batch(
+        self, model: str, requests: list[dict[str, Any]], display_name: str
+    ) -> BatchState:
+        """A batch of inlined ``requests`` (``generate_content`` arguments with a ``metadata``
+        key each) to ``model``."""
+        client = (await self._clients.get()).sdk
+        job = await self._sent(client.aio.batches.create(
+            model=model, src=requests, config={"display_name": display_name}
+        ))  # fmt: skip
+        return _batch_state(job)
+
+    async def batch_job(self, name: str) -> Any:
+        client = (await self._clients.get()).sdk
+        return await self._sent(client.aio.batches.get(name=name))
+
+    async def batch_jobs(self) -> list[Any]:
+        """The key's batches, newest first, as the API lists them (its first pages)."""
+        client = (await self._clients.get()).sdk
+        pager = await self._sent(client.aio.batches.list(config={"page_size": 100}))
+        jobs: list[Any] = []
+
+        async def read() -> None:
+            async for job in pager:
+                jobs.append(job)
+                if len(jobs) >= 1000:
+                    break
+
+        await self._sent(read())
+        return jobs
 
 
 @dataclass(frozen=True)
@@ -384,6 +430,123 @@ def _translate(error: Any, base_url: str, who: str) -> JudgeAPIError | JudgeInpu
     return translated
 
 
+# A batch's states in the runner's words (OpenAI's batch statuses).
+_BATCH_STATUS = {
+    "JOB_STATE_PENDING": "validating",
+    "JOB_STATE_QUEUED": "validating",
+    "JOB_STATE_RUNNING": "in_progress",
+    "JOB_STATE_SUCCEEDED": "completed",
+    "JOB_STATE_PARTIALLY_SUCCEEDED": "completed",
+    "JOB_STATE_FAILED": "failed",
+    "JOB_STATE_CANCELLING": "cancelling",
+    "JOB_STATE_CANCELLED": "cancelled",
+    "JOB_STATE_EXPIRED": "expired",
+}
+# The HTTP status of each google.rpc code an inlined response's error carries.
+_RPC_STATUS = {3: 400, 4: 504, 5: 404, 7: 403, 8: 429, 9: 400, 13: 500, 14: 503, 16: 401}
+# A batch's display name: the run's tag and the round's, for a lost creation to be found.
+_BATCH_NAME = "summeval {run} {round}"
+
+
+# The most bytes of inlined requests one Gemini batch is sent (the API takes a request of up to
+# 20 MB): a round with more is sent as several batches, followed as one (their names joined by
+# _AND), so that runner.batch_max_requests need not know the size of the prompts.
+INLINE_BATCH_BYTES = 15_000_000
+_AND = "+"
+
+
+def _parts(requests: list[dict[str, Any]], limit: int) -> list[list[dict[str, Any]]]:
+    """``requests`` in runs of at most ``limit`` bytes of JSON (one request a run at least).
+
+    >>> [len(part) for part in _parts([{"a": "x" * 10}] * 5, limit=40)]
+    [2, 2, 1]
+    """
+    parts: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for request in requests:
+        length = len(json.dumps(request))
+        if parts[-1] and size + length > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(request)
+        size += length
+    return parts
+
+
+def _merged(states: list[BatchState]) -> BatchState:
+    """The parts of one round's batch as one state: ended when every part has, failed when
+    every part failed (a failed part's requests have no line: they are sent again)."""
+    if len(states) == 1:
+        return states[0]
+    statuses = {state.status for state in states}
+    if not all(state.ended for state in states):
+        status = "in_progress"
+    elif statuses == {"failed"}:
+        status = "failed"
+    else:
+        status = "completed"
+    outputs = [state.output_file_id for state in states if state.output_file_id]
+    return BatchState(
+        id=_AND.join(state.id for state in states),
+        status=status,
+        output_file_id=_AND.join(outputs) if outputs and status != "in_progress" else None,
+        total=sum(state.total for state in states),
+        completed=sum(state.completed for state in states),
+        failed=sum(state.failed for state in states),
+        errors=tuple(error for state in states for error in state.errors),
+        round=states[0].round,
+    )
+
+
+def _batch_state(job: Any) -> BatchState:
+    """A Gemini batch job as the runner's ``BatchState``: its name is its id and, once it
+    ended, its output "file" too (``batch_file`` reads its inlined responses)."""
+    status = _BATCH_STATUS.get(_name(job.state), "in_progress")
+    dest = getattr(job, "dest", None)
+    responses = list(getattr(dest, "inlined_responses", None) or ())
+    failed = sum(1 for r in responses if getattr(r, "error", None) is not None)
+    error = getattr(job, "error", None)
+    parts = str(job.display_name or "").split(" ")
+    return BatchState(
+        id=str(job.name),
+        status=status,
+        output_file_id=str(job.name) if responses else None,
+        total=len(responses),
+        completed=len(responses) - failed,
+        failed=failed,
+        errors=(str(getattr(error, "message", None) or error),) if error else (),
+        round=parts[2] if len(parts) == 3 and parts[0] == "summeval" else "",
+    )
+
+
+def _output_line(response: Any) -> dict[str, Any]:
+    """One inlined response as a line of an OpenAI batch's output file (``{"custom_id",
+    "response": {"status_code", "body"}}``), which the runner's batch mode reads: a reply the
+    API blocked is a 400 (the item's error, as interactively), an error its HTTP status."""
+    key = (getattr(response, "metadata", None) or {}).get("key")
+    error = getattr(response, "error", None)
+    if error is not None:
+        code = int(getattr(error, "code", None) or 13)
+        message = str(getattr(error, "message", None) or "")
+        return {
+            "custom_id": key,
+            "response": {
+                "status_code": _RPC_STATUS.get(code, 500),
+                "body": {"error": {"code": code, "message": message}},
+            },
+        }
+    answer = response.response
+    blocked = _reply_of(answer).blocked
+    if blocked is not None:
+        message = f"Gemini blocked it ({blocked})"
+        return {
+            "custom_id": key,
+            "response": {"status_code": 400, "body": {"error": {"message": message}}},
+        }
+    body = answer.model_dump(mode="json", exclude_none=True)
+    return {"custom_id": key, "response": {"status_code": 200, "body": body}}
+
+
 class GoogleJudge(AsyncClosing):
     """A judge backed by a Gemini model through the ``google-genai`` SDK.
 
@@ -491,6 +654,72 @@ class GoogleJudge(AsyncClosing):
             content=reply.content,
             usage=reply.usage or TokenUsage(),
             cost=reply.cost(self.price),
+        )
+
+    # --- the Batch API (runner.mode=batch) ---------------------------------------------------
+
+    async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
+        """The runner's batch file (one ``{"custom_id", "body"}`` line a request) as one
+        Gemini batch of inlined requests, each carrying its line's id as its metadata's
+        ``key``; the run's and the round's tags in its display name."""
+        requests = []
+        for raw in lines.splitlines():
+            if raw.strip():
+                line = json.loads(raw)
+                arguments = gemini_arguments(line["body"])
+                requests.append(
+                    {
+                        "contents": arguments["contents"],
+                        "config": arguments["config"],
+                        "metadata": {"key": line["custom_id"]},
+                    }
+                )
+        name = _BATCH_NAME.format(
+            run=metadata.get("summeval_run", "-"), round=metadata.get(ROUND_TAG, "-")
+        )
+        made = [
+            await self._chat.submit_batch(self.config.name, part, name)
+            for part in _parts(requests, INLINE_BATCH_BYTES)
+        ]
+        return _merged(made)
+
+    async def batch_state(self, batch_id: str) -> BatchState:
+        return _merged(
+            [_batch_state(await self._chat.batch_job(name)) for name in batch_id.split(_AND)]
+        )
+
+    async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
+        """The batches whose display name carries the run's ``tag``, created since ``since``;
+        the parts of one round's batch as one."""
+        rounds: dict[str, list[BatchState]] = {}
+        for job in await self._chat.batch_jobs():
+            created = getattr(job, "create_time", None)
+            if isinstance(created, datetime) and created.timestamp() < since:
+                continue
+            if str(job.display_name or "").split(" ")[1:2] == [tag]:
+                state = _batch_state(job)
+                rounds.setdefault(state.round, []).append(state)
+        return [_merged(parts[::-1]) for parts in rounds.values()]
+
+    async def batch_file(self, file_id: str) -> bytes:
+        """An ended batch's inlined responses (``file_id`` is the batch's name, or its parts'
+        names), as output file lines."""
+        lines: list[bytes] = []
+        for name in file_id.split(_AND):
+            job = await self._chat.batch_job(name)
+            responses = getattr(getattr(job, "dest", None), "inlined_responses", None) or ()
+            lines.extend(json.dumps(_output_line(r)).encode() + b"\n" for r in responses)
+        return b"".join(lines)
+
+    def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
+        """A batch's response (the SDK's ``GenerateContentResponse``, as JSON) as a reply, at
+        the batch price (half, as the Batch API charges)."""
+        response = self._chat.response(body)
+        reply = _reply_of(response)
+        return JudgeReply(
+            content=reply.content,
+            usage=reply.usage or TokenUsage(),
+            cost=reply.cost(self.price, batch=True),
         )
 
 
