@@ -228,7 +228,8 @@ def test_a_reply_cut_at_max_output_tokens_is_re_asked_counted_and_named_once(
 ) -> None:
     server.thoughts_tokens = THOUGHTS
     server.script(*[Finish("MAX_TOKENS")] * 3)
-    scorer = create_summarization_scorer(judge(server, max_output_tokens=64))
+    google = judge(server, max_output_tokens=64, thinking_budget=512)
+    scorer = create_summarization_scorer(google)
 
     with caplog.at_level(logging.WARNING, logger="summeval_runner"):
         result = scorer.run_sync(input=SOURCE, output=SUMMARY)
@@ -241,6 +242,12 @@ def test_a_reply_cut_at_max_output_tokens_is_re_asked_counted_and_named_once(
     assert result.error.raw_reply is not None
     assert result.error.raw_reply.startswith('{"alignment"')
     assert all(r.body["generationConfig"]["maxOutputTokens"] == 64 for r in server.requests)
+    # The SDK sends the field under its proto name, which Google's JSON parsers take as they
+    # take the camel-case one (proto3's JSON mapping).
+    thinking = ({"thinkingBudget": 512}, {"thinking_budget": 512})
+    assert all(r.body["generationConfig"]["thinkingConfig"] in thinking for r in server.requests)
+    identity = google.cache_identity()
+    assert (identity["max_output_tokens"], identity["thinking_budget"]) == (64, 512)
     # Its tokens were spent and billed: counted, thoughts among them.
     assert result.usage.preprocess.output_tokens == sum(c + t for _, c, t in server.usage)
     assert result.usage.preprocess.reasoning_tokens == 3 * THOUGHTS
