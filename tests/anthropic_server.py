@@ -7,7 +7,8 @@ request without it is the API's 400 ``invalid_request_error``). A request that f
 (``tool_choice`` ``tool``) is answered with a ``tool_use`` block whose input is a valid reply
 for the step the tool is named after (``chat_server.valid_content``); one without tools (the
 bundled LLM summarizer's) with a text block. A test queues what the next requests get with
-``script``: ``Fault(status, type, headers)`` for an error in Anthropic's shape (``{"type":
+``script``: ``ProxyPage()`` for an HTTP 200 that is a proxy's HTML page, ``Fault(status, type,
+headers)`` for an error in Anthropic's shape (``{"type":
 "error", "error": {...}}``: 429 ``rate_limit_error``, 529 ``overloaded_error``), ``CutOff()``
 for a reply cut at ``max_tokens`` (``stop_reason`` ``max_tokens``, its tool input a
 valid-looking but short one).
@@ -47,6 +48,14 @@ class CutOff:
 
 
 @dataclass(frozen=True)
+class ProxyPage:
+    """An HTTP 200 whose body is a proxy's HTML error page (``text/html``), not a message."""
+
+
+PROXY_PAGE = "<html><body>502 Bad Gateway</body></html>"
+
+
+@dataclass(frozen=True)
 class Recorded:
     path: str
     headers: dict[str, str]
@@ -79,7 +88,7 @@ class AnthropicServer:
         self.keys = keys
         self.requests: list[Recorded] = []
         self.counts: Counter[str] = Counter()
-        self._script: deque[Fault | CutOff] = deque()
+        self._script: deque[Fault | CutOff | ProxyPage] = deque()
         self._always: Fault | None = None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -98,7 +107,7 @@ class AnthropicServer:
         """Anthropic's base URL has no ``/v1``: the SDK adds it."""
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def script(self, *entries: Fault | CutOff) -> None:
+    def script(self, *entries: Fault | CutOff | ProxyPage) -> None:
         with self._lock:
             self._script.extend(entries)
 
@@ -114,24 +123,29 @@ class AnthropicServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def _answer(self, record: Recorded) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def _answer(self, record: Recorded) -> tuple[int, dict[str, Any] | str, dict[str, str]]:
+        """The status, the body (a text: an HTML page) and the headers of the answer."""
         with self._lock:
             self.requests.append(record)
             # The SDK sends the key as a bearer token; Anthropic's API takes x-api-key too.
             bearer = record.headers.get("authorization", "").removeprefix("Bearer ")
             key = record.headers.get("x-api-key", bearer)
             if self.keys and key not in self.keys:
-                entry: Fault | CutOff | None = Fault(401, "authentication_error", "invalid api key")
+                entry: Fault | CutOff | ProxyPage | None = Fault(
+                    401, "authentication_error", "invalid api key"
+                )
             elif "max_tokens" not in record.body:
                 entry = Fault(400, "invalid_request_error", "max_tokens: Field required")
             elif "anthropic-version" not in record.headers:
                 entry = Fault(400, "invalid_request_error", "anthropic-version header required")
             else:
                 entry = self._always or (self._script.popleft() if self._script else None)
-            self.counts[
-                str(entry.status) if isinstance(entry, Fault) else "cut" if entry else "ok"
-            ] += 1
+            kinds = {CutOff: "cut", ProxyPage: "page"}
+            kind = str(entry.status) if isinstance(entry, Fault) else kinds.get(type(entry), "ok")
+            self.counts[kind] += 1
             number = next(self._ids)
+        if isinstance(entry, ProxyPage):
+            return 200, PROXY_PAGE, {}
         if isinstance(entry, Fault):
             error = {"type": "error", "error": {"type": entry.type, "message": entry.message}}
             return entry.status, error, entry.headers
@@ -256,10 +270,13 @@ class AnthropicServer:
                 else:
                     self._send(404, _not_found(self.path), {})
 
-            def _send(self, status: int, answer: dict[str, Any], extra: dict[str, str]) -> None:
-                data = json.dumps(answer).encode()
+            def _send(
+                self, status: int, answer: dict[str, Any] | str, extra: dict[str, str]
+            ) -> None:
+                page = isinstance(answer, str)
+                data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if page else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("request-id", "req_test")
                 for name, value in extra.items():

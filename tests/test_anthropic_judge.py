@@ -32,6 +32,7 @@ from tests.anthropic_server import (
     AnthropicServer,
     CutOff,
     Fault,
+    ProxyPage,
 )
 from tests.app import ENV, FAST_RETRIES, SECRET, openai_run, run_app, table
 from tests.chat_server import SUMMARY_REPLY, ChatServer
@@ -125,7 +126,7 @@ def test_a_twenty_item_run_is_scored_through_the_messages_api_and_no_file_holds_
 
 
 @pytest.mark.usefixtures("anthropic_env")
-def test_429_529_and_500_are_retried_by_the_run_and_cost_no_item(
+def test_429_529_500_and_a_proxy_page_are_retried_by_the_run_and_cost_no_item(
     tmp_path: Path, server: AnthropicServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 4)
@@ -134,6 +135,8 @@ def test_429_529_and_500_are_retried_by_the_run_and_cost_no_item(
               headers={"retry-after": "0"}),
         Fault(529, "overloaded_error", "Overloaded"),
         Fault(500, "api_error", "Internal server error"),
+        # An HTTP 200 that is a proxy's page: sent again, not re-asked as a malformed verdict.
+        ProxyPage(),
     )  # fmt: skip
 
     done = run_app(
@@ -146,9 +149,12 @@ def test_429_529_and_500_are_retried_by_the_run_and_cost_no_item(
     items = table(tmp_path / "run", "items")
     assert (items["status"] == "scored").all()
     assert server.counts["429"] == server.counts["529"] == server.counts["500"] == 1
+    assert server.counts["page"] == 1
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["judge"]["retries"] == 3
-    assert items["judge_retries"].sum() == 3
+    assert manifest["judge"]["retries"] == 4
+    assert items["judge_retries"].sum() == 4
+    # Each retried request was sent again as it was: no re-ask among them.
+    assert all(len(r.body["messages"]) == 1 for r in server.requests)
 
 
 @pytest.mark.usefixtures("anthropic_env")
@@ -301,6 +307,7 @@ def test_batch_mode_sends_each_round_as_one_message_batch_at_half_the_price(
     per_call = (INPUT_TOKENS * 1.0 + CACHE_READ_TOKENS * 0.1 + OUTPUT_TOKENS * 5.0) / 1e6
     manifest = json.loads((tmp_path / "batched" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["cost"]["judge"] == pytest.approx(answered * per_call / 2)
+    assert_nowhere([ANTHROPIC_KEY], tmp_path / "batched", batched.stdout, batched.stderr)
 
 
 def test_an_agent_on_anthropic_is_judged_by_an_openai_judge(
@@ -404,3 +411,26 @@ def test_the_sdk_is_imported_only_when_an_anthropic_judge_is_built() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.usefixtures("anthropic_env")
+def test_a_rerun_is_answered_by_the_cache_and_another_bound_is_not(
+    tmp_path: Path, server: AnthropicServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    first = run_app(tmp_path / "first", *anthropic_run(server.base_url, dataset))
+    sent = len(server.requests)
+
+    again = run_app(tmp_path / "again", *anthropic_run(server.base_url, dataset))
+    bounded = run_app(
+        tmp_path / "bounded",
+        *anthropic_run(server.base_url, dataset, "model.max_output_tokens=2000"),
+    )
+
+    assert first.returncode == again.returncode == bounded.returncode == 0, bounded.stderr
+    assert table(tmp_path / "again", "items")["score"].tolist() == (
+        table(tmp_path / "first", "items")["score"].tolist()
+    )
+    # The rerun sent nothing; a judge with another max_output_tokens is another judge.
+    assert len(server.requests) == 2 * sent
+    assert {r.body["max_tokens"] for r in server.requests[sent:]} == {2000}

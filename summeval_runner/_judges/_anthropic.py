@@ -14,11 +14,12 @@ newer models only. The SDK's errors are translated by ``_http_errors``, as OpenA
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import ModuleType
@@ -127,6 +128,16 @@ class MessagesReply:
         return dollars * price.batch if batch else dollars
 
 
+def _aiohttp_transport(sdk: ModuleType) -> Any:
+    """The SDK's aiohttp transport, as for OpenAI (less CPU a request at high concurrency, and
+    connection errors read as the OpenAI provider's, ``_http_errors``); ``None``, the SDK's
+    default httpx one, where the SDK was installed without its aiohttp extra."""
+    try:
+        return sdk.DefaultAioHttpClient()
+    except RuntimeError:
+        return None
+
+
 class AnthropicMessages:
     """One Anthropic Messages endpoint, shared by the judge and the bundled LLM summarizer.
 
@@ -173,9 +184,7 @@ class AnthropicMessages:
             base_url=self.base_url,
             timeout=self._timeout_s,
             max_retries=self._max_retries,
-            # The SDK's aiohttp transport, as for OpenAI: less CPU a request at high concurrency,
-            # and its connection errors read as the OpenAI provider's (_http_errors).
-            http_client=sdk.DefaultAioHttpClient(),
+            http_client=_aiohttp_transport(sdk),
         )
 
     async def aclose(self) -> None:
@@ -187,11 +196,13 @@ class AnthropicMessages:
         SDK errors are translated into this package's exception tree here (``_http_errors``).
         """
         client = await self._clients.get()
-        try:
+        with self._translating():
             response = await client.messages.with_raw_response.create(**params)
             message = await response.parse()
-        except Exception as error:
-            raise self._translated(error) from error
+        if isinstance(message, str):
+            # The SDK hands back the text of a body whose Content-Type is not JSON (a proxy's
+            # error page): transient, like a 5xx, not a malformed verdict to re-ask.
+            raise not_json(redact_url(self.base_url), message, self.who)
         return reply_of(
             message,
             tool=tool,
@@ -199,8 +210,19 @@ class AnthropicMessages:
             limits=rate_limits_of(response.headers),
         )
 
-    def _translated(self, error: Exception) -> Exception:
-        """The SDK's ``error`` as this package's (``_http_errors``); another error as it is."""
+    @contextlib.contextmanager
+    def _translating(self) -> Iterator[None]:
+        """SDK errors raised inside, raised as this package's (``_http_errors``)."""
+        try:
+            yield
+        except Exception as error:
+            translated = self._translated(error)
+            if translated is None:
+                raise
+            raise translated from error
+
+    def _translated(self, error: Exception) -> Exception | None:
+        """The SDK's ``error`` as this package's (``_http_errors``); ``None`` for another."""
         sdk = self._sdk
         where = redact_url(self.base_url)
         if isinstance(error, sdk.APIConnectionError):
@@ -227,24 +249,20 @@ class AnthropicMessages:
             return not_json(where, str(getattr(error, "body", "") or ""), self.who)
         if isinstance(error, json.JSONDecodeError):
             return not_json(where, error.doc, self.who)
-        return error
+        return None
 
     # --- the Message Batches API ---------------------------------------------------------------
 
     async def submit_batch(self, requests: list[dict[str, Any]]) -> BatchState:
         """Create a Message Batch of ``requests`` (``{"custom_id", "params"}`` each)."""
         client = await self._clients.get()
-        try:
+        with self._translating():
             return _batch_state(await client.messages.batches.create(requests=requests))
-        except Exception as error:
-            raise self._translated(error) from error
 
     async def batch_state(self, batch_id: str) -> BatchState:
         client = await self._clients.get()
-        try:
+        with self._translating():
             return _batch_state(await client.messages.batches.retrieve(batch_id))
-        except Exception as error:
-            raise self._translated(error) from error
 
     async def batch_results(self, batch_id: str) -> bytes:
         """An ended batch's results, as the lines of an OpenAI batch's output file
@@ -252,11 +270,9 @@ class AnthropicMessages:
         the batch never ran), which the runner's batch mode reads."""
         client = await self._clients.get()
         lines = []
-        try:
+        with self._translating():
             async for result in await client.messages.batches.results(batch_id):
                 lines.append(_output_line(result))
-        except Exception as error:
-            raise self._translated(error) from error
         return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
