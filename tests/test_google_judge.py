@@ -563,3 +563,28 @@ def test_a_rounds_batch_in_parts_is_found_by_its_tags_as_one(
     assert made.count("+") == 2
     assert (status, round_) == ("completed", "r1")
     assert sorted(keys) == ["a", "b", "c"]
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_rerun_is_answered_by_the_cache_and_another_thinking_budget_is_not(
+    tmp_path: Path, server: GeminiServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+    env = {"GEMINI_API_KEY": GEMINI_KEY}
+    first = run_app(tmp_path / "first", *google_run(server.base_url, dataset), env=env)
+    sent = len(server.requests)
+
+    again = run_app(tmp_path / "again", *google_run(server.base_url, dataset), env=env)
+    other = run_app(
+        tmp_path / "other",
+        *google_run(server.base_url, dataset, "model.thinking_budget=0"),
+        env=env,
+    )
+
+    assert first.returncode == again.returncode == other.returncode == 0, other.stderr
+    scores = {name: table(tmp_path / name, "items").set_index("item_id")["score"] for name in
+              ("first", "again")}  # fmt: skip
+    assert scores["again"].sort_index().tolist() == scores["first"].sort_index().tolist()
+    # The rerun sent nothing; a judge with another thinking budget is another judge.
+    assert len(server.requests) == 2 * sent
+    assert all("thinkingConfig" in r.body["generationConfig"] for r in server.requests[sent:])
