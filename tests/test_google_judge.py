@@ -29,9 +29,9 @@ from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import REPLY_MODELS, strict_json_schema
 from summeval_runner._runner._retry import RetryPolicy
 from tests.app import ENV, FAST_RETRIES, SECRET, openai_run, run_app, run_process, table
-from tests.chat_server import SUMMARY_REPLY, ChatServer
+from tests.chat_server import SUMMARY_REPLY, ChatServer, valid_content
 from tests.documents import write_dataset
-from tests.gemini_server import Blocked, Fault, Finish, GeminiServer
+from tests.gemini_server import Blocked, Fault, Finish, GeminiServer, Reply
 from tests.test_model_families import a_request
 from tests.test_secrets import assert_nowhere
 
@@ -588,3 +588,29 @@ def test_a_rerun_is_answered_by_the_cache_and_another_thinking_budget_is_not(
     # The rerun sent nothing; a judge with another thinking budget is another judge.
     assert len(server.requests) == 2 * sent
     assert all("thinkingConfig" in r.body["generationConfig"] for r in server.requests[sent:])
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_key_echoed_in_an_error_or_a_reply_is_scrubbed_from_every_file(
+    tmp_path: Path, server: GeminiServer
+) -> None:
+    # As a careless gateway: the key quoted in an error's message and in a reply's reason.
+    verdict = valid_content({"response_format": {"json_schema": {"name": "preprocess"}}})
+    verdict["alignment"][0]["reason"] = f"checked with key {GEMINI_KEY}"
+    server.script(
+        Fault(400, f"API key {GEMINI_KEY} is not allowed for this model"),
+        Reply(json.dumps(verdict)),
+    )
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "run",
+        *google_run(server.base_url, dataset, "runner.max_items_in_flight=1"),
+        "runner.transcripts=true",
+        env={"GEMINI_API_KEY": GEMINI_KEY},
+    )
+
+    items = table(tmp_path / "run", "items")
+    assert sorted(items["status"]) == ["error", "scored"], done.stderr
+    assert "is not allowed for this model" in " ".join(items["error_message"].dropna())
+    assert_nowhere([GEMINI_KEY], tmp_path / "run", done.stdout, done.stderr)
