@@ -109,6 +109,9 @@ class GeminiServer:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        # While set, requests are held unanswered (a model that never replies) until stop().
+        self.hanging = False
+        self._released = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -132,6 +135,7 @@ class GeminiServer:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -279,6 +283,10 @@ class GeminiServer:
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=json.loads(raw or b"{}"),
                 )
+                if server.hanging:
+                    server._released.wait()
+                    self.close_connection = True
+                    return
                 self.send_json(*server.answer(request))
 
             def log_message(self, format: str, *args: Any) -> None:

@@ -294,6 +294,19 @@ def test_no_connection_is_the_outage_watchs_error(server: GeminiServer) -> None:
 
 
 @pytest.mark.usefixtures("gemini_env")
+def test_a_reply_that_never_comes_is_a_retryable_timeout(server: GeminiServer) -> None:
+    server.hanging = True  # held until the test ends: the client's timeout decides
+    google = judge(server, timeout_s=0.2)
+
+    with pytest.raises(JudgeAPIError, match="did not answer in time") as raised:
+        asyncio.run(google.complete(a_request()))
+
+    assert raised.value.status_code is None
+    assert not isinstance(raised.value, JudgeConnectionError)  # it connected: no outage
+    assert RetryPolicy().is_retryable(raised.value)
+
+
+@pytest.mark.usefixtures("gemini_env")
 def test_a_missing_sdk_is_exit_2_naming_the_extra(
     tmp_path: Path, server: GeminiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

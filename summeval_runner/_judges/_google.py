@@ -30,6 +30,7 @@ run's and the round's tags in the batch's display name; answered at the batch pr
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import logging
@@ -232,10 +233,11 @@ class GeminiChat:
             return await call
         except self._genai.errors.APIError as error:
             raise _translate(error, where, self.who) from error
-        except (aiohttp.ClientError, TimeoutError) as error:
-            # The SDK lets its transport's errors out as they are.
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            # The SDK lets its transport's errors out as they are (aiohttp's timeouts are
+            # asyncio's, which is not the builtin TimeoutError before Python 3.11).
             raise connection_error(
-                error, where, self.who, timed_out=isinstance(error, TimeoutError)
+                error, where, self.who, timed_out=isinstance(error, asyncio.TimeoutError)
             ) from error
         except json.JSONDecodeError as error:
             raise not_json(where, error.doc, self.who) from error
