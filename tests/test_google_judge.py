@@ -627,3 +627,22 @@ def test_a_key_echoed_in_an_error_or_a_reply_is_scrubbed_from_every_file(
     assert sorted(items["status"]) == ["error", "scored"], done.stderr
     assert "is not allowed for this model" in " ".join(items["error_message"].dropna())
     assert_nowhere([GEMINI_KEY], tmp_path / "run", done.stdout, done.stderr)
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_schema_format_openapi_sends_the_steps_schema_as_response_schema(
+    server: GeminiServer,
+) -> None:
+    google = judge(server, schema_format="openapi")
+
+    result = create_summarization_scorer(google).run_sync(input=SOURCE, output=SUMMARY)
+
+    assert result.status == "scored"
+    for request in server.requests:
+        config = request.body["generationConfig"]
+        assert "responseJsonSchema" not in config
+        schema = config["responseSchema"]
+        # The OpenAPI subset, as the SDK's Schema writes it: no additionalProperties.
+        assert schema["type"] == "OBJECT"
+        assert "additionalProperties" not in json.dumps(schema)
+    assert google.cache_identity()["schema_format"] == "openapi"

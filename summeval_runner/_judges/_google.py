@@ -38,7 +38,7 @@ import os
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -103,7 +103,11 @@ class GoogleJudgeConfig(BaseModel):
     ``max_output_tokens`` bounds each reply (``maxOutputTokens``; ``None`` sends none: the
     model's own bound); a thinking model's thoughts count against it. ``thinking_budget`` is a
     thinking model's budget of thought tokens (``0`` turns thinking off where the model allows
-    it; ``None`` sends none: the model's default). ``max_retries`` is the SDK's own retries, for
+    it; ``None`` sends none: the model's default). ``schema_format`` is how the step's schema
+    travels: ``json_schema`` as ``responseJsonSchema``, as it is; ``openapi`` as
+    ``responseSchema``, the OpenAPI subset every Gemini model and gateway takes, which has no
+    ``additionalProperties`` (left out; the reply is validated against the step's schema
+    either way). ``max_retries`` is the SDK's own retries, for
     use outside ``summeval-run``; a run turns them off and retries with its own policy.
     ``price`` (US dollars per million tokens; ``None``: the price table's for a model it knows)
     prices each call, as for every judge.
@@ -122,6 +126,7 @@ class GoogleJudgeConfig(BaseModel):
     max_input_tokens: int | None = Field(default=None, gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
     thinking_budget: int | None = Field(default=None, ge=-1)
+    schema_format: Literal["json_schema", "openapi"] = "json_schema"
     price: Price | None = None
 
 
@@ -331,11 +336,28 @@ def gemini_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(response_format, Mapping):
         config["response_mime_type"] = "application/json"
         schema = response_format.get("json_schema", {}).get("schema")
-        if schema is not None:
+        if schema is not None and params.get("schema_format") == "openapi":
+            config["response_schema"] = _openapi(schema)
+        elif schema is not None:
             config["response_json_schema"] = dict(schema)
     if params.get("thinking_budget") is not None:
         config["thinking_config"] = {"thinking_budget": params["thinking_budget"]}
     return {"model": str(params["model"]), "contents": contents, "config": config}
+
+
+def _openapi(node: Any) -> Any:
+    """A strict JSON schema as ``responseSchema`` takes it: without ``additionalProperties``,
+    which the OpenAPI subset has not (the SDK turns the rest into its ``Schema``).
+
+    >>> _openapi({"type": "object", "properties": {"a": {"type": "string"}},
+    ...     "required": ["a"], "additionalProperties": False})
+    {'type': 'object', 'properties': {'a': {'type': 'string'}}, 'required': ['a']}
+    """
+    if isinstance(node, Mapping):
+        return {k: _openapi(v) for k, v in node.items() if k != "additionalProperties"}
+    if isinstance(node, list):
+        return [_openapi(item) for item in node]
+    return node
 
 
 def _name(value: Any) -> str:
@@ -591,6 +613,8 @@ class GoogleJudge(AsyncClosing):
             identity["max_output_tokens"] = self.config.max_output_tokens
         if self.config.thinking_budget is not None:
             identity["thinking_budget"] = self.config.thinking_budget
+        if self.config.schema_format != "json_schema":
+            identity["schema_format"] = self.config.schema_format
         return identity
 
     async def aclose(self) -> None:
@@ -619,6 +643,8 @@ class GoogleJudge(AsyncClosing):
             params["max_tokens"] = self.config.max_output_tokens
         if self.config.thinking_budget is not None:
             params["thinking_budget"] = self.config.thinking_budget
+        if self.config.schema_format != "json_schema":
+            params["schema_format"] = self.config.schema_format
         return params
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
