@@ -10,7 +10,11 @@ as Google answers a key it does not know: HTTP 400 ``INVALID_ARGUMENT`` with the
 429, a ``RetryInfo`` detail with ``retryDelay``), ``Finish("MAX_TOKENS")`` for a reply cut at
 its bound (half of a valid reply's text), ``Finish("SAFETY")`` for a candidate blocked with no
 text, ``Blocked()`` for a prompt blocked with no candidate at all. ``thoughts_tokens`` makes
-every reply report a thinking model's thought tokens (``usageMetadata.thoughtsTokenCount``).
+every reply report a thinking model's thought tokens (``usageMetadata.thoughtsTokenCount``);
+``hanging`` holds every request unanswered until ``stop()``. It serves the Batch API too
+(``models/{model}:batchGenerateContent`` with inlined requests, ``batches/{name}``, ``batches``):
+a batch's requests are answered as interactive ones are (scripts apply, line by line) when the
+batch is first read, their errors as ``google.rpc.Status`` with its gRPC code.
 """
 
 from __future__ import annotations
