@@ -205,6 +205,17 @@ class LLMSummarizer:
                     raise AgentAPIError(
                         f"{AGENT_MODEL} gave no summary: Gemini blocked it ({chat.blocked})"
                     )
+                if (
+                    isinstance(chat, GeminiReply)
+                    and chat.finish == "MAX_TOKENS"
+                    and not chat.content
+                ):
+                    # A thinking model's thoughts count against the bound, and can take it all.
+                    thoughts = chat.usage.reasoning_tokens if chat.usage else 0
+                    raise AgentAPIError(
+                        f"{AGENT_MODEL} wrote no summary within target.max_tokens "
+                        f"({self.max_tokens}; {thoughts} of them thoughts): raise target.max_tokens"
+                    )
                 content, usage, cost = chat.content, chat.usage, chat.cost(self.price)
             else:
                 message = await self._chat.create(request, tool=None)

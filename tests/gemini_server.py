@@ -59,10 +59,11 @@ class Fault:
 
 @dataclass(frozen=True)
 class Finish:
-    """A candidate that ended for ``reason``: MAX_TOKENS (its text cut in half), SAFETY (no
-    text)."""
+    """A candidate that ended for ``reason``: MAX_TOKENS (its text cut to ``kept`` of it:
+    none when a thinking model's thoughts took the whole bound), SAFETY (no text)."""
 
     reason: str
+    kept: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class GeminiServer:
         finish = "STOP"
         if isinstance(entry, Finish):
             finish = entry.reason
-            text = text[: len(text) // 2] if entry.reason == "MAX_TOKENS" else ""
+            text = text[: int(len(text) * entry.kept)] if entry.reason == "MAX_TOKENS" else ""
         candidate: dict[str, Any] = {"finishReason": finish, "index": 0}
         if text:
             candidate["content"] = {"role": "model", "parts": [{"text": text}]}

@@ -502,6 +502,24 @@ def test_an_agent_on_google_blocked_or_refused_is_the_agents_error(
     assert "Gemini blocked it (finishReason SAFETY)" in failed["error_message"]
     assert failed["error_step"] == "target"
 
+    # A thinking model whose thoughts took target.max_tokens whole: no summary, and why.
+    server.thoughts_tokens = 300
+    server.script(Finish("MAX_TOKENS", kept=0))
+    thought = run_app(
+        tmp_path / "thought",
+        *agent_on_google(server, chat_server, dataset),
+        "runner.max_target_calls_in_flight=1",
+        env={**ENV, "GEMINI_API_KEY": GEMINI_KEY},
+    )
+    items = table(tmp_path / "thought", "items")
+    assert sorted(items["status"]) == ["error", "scored"], thought.stderr
+    failed = items[items["status"] == "error"].iloc[0]
+    assert (
+        "wrote no summary within target.max_tokens (300; 300 of them thoughts)"
+        in (failed["error_message"])
+    )
+    server.thoughts_tokens = 0
+
     refused = run_app(
         tmp_path / "refused",
         *agent_on_google(server, chat_server, dataset),
