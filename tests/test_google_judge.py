@@ -606,6 +606,7 @@ def test_a_rerun_is_answered_by_the_cache_and_another_thinking_budget_is_not(
     sent = len(server.requests)
 
     again = run_app(tmp_path / "again", *google_run(server.base_url, dataset), env=env)
+    sent_again = len(server.requests)
     other = run_app(
         tmp_path / "other",
         *google_run(server.base_url, dataset, "model.thinking_budget=0"),
@@ -616,9 +617,13 @@ def test_a_rerun_is_answered_by_the_cache_and_another_thinking_budget_is_not(
     scores = {name: table(tmp_path / name, "items").set_index("item_id")["score"] for name in
               ("first", "again")}  # fmt: skip
     assert scores["again"].sort_index().tolist() == scores["first"].sort_index().tolist()
-    # The rerun sent nothing; a judge with another thinking budget is another judge.
-    assert len(server.requests) == 2 * sent
+    # The rerun sent nothing; a judge with another thinking budget is another judge. (Not
+    # exactly as many requests as the first run: the items' reason requests are alike, and how
+    # many the run's own cache answers depends on how the items overlap in time.)
+    assert sent_again == sent
+    assert len(server.requests) > sent
     assert all("thinkingConfig" in r.body["generationConfig"] for r in server.requests[sent:])
+    assert (table(tmp_path / "other", "items")["status"] == "scored").all()
 
 
 @pytest.mark.usefixtures("gemini_env")
