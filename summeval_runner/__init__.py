@@ -35,6 +35,7 @@ from summeval_runner._io._report import write_report
 from summeval_runner._judges._anthropic import AnthropicJudge, AnthropicJudgeConfig
 from summeval_runner._judges._azure import AzureJudge, AzureJudgeConfig
 from summeval_runner._judges._fake import FakeJudge
+from summeval_runner._judges._google import GoogleJudge, GoogleJudgeConfig
 from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, OpenAIJudgeConfig
 from summeval_runner._judges._panel import JudgePanel
@@ -110,6 +111,8 @@ __all__ = [
     "FakeJudge",
     "FieldMap",
     "GateVerdict",
+    "GoogleJudge",
+    "GoogleJudgeConfig",
     "HumanRatings",
     "HumanTarget",
     "InputError",

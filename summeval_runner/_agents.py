@@ -1,5 +1,5 @@
 """Bundled agents under test: a lead-k extractive baseline and an LLM summarizer (an
-OpenAI-compatible endpoint, or Anthropic's Messages API).
+OpenAI-compatible endpoint, Anthropic's Messages API, or Gemini's generateContent).
 
 Both are classes built once per run (Hydra's ``instantiate``) and called once per item with the
 item's input, so their parameters sweep as variants (``target.k=2,3``) and the LLM summarizer
@@ -22,6 +22,7 @@ from summeval_runner._errors import (
     JudgeError,
 )
 from summeval_runner._judges._anthropic import AnthropicMessages
+from summeval_runner._judges._google import GeminiChat, GeminiReply
 from summeval_runner._judges._openai import OpenAIChat, estimate_tokens
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import FREE, JudgeReply, Price, TokenUsage
@@ -42,7 +43,7 @@ AGENT_MODEL = "the agent's model"
 # api_key_env is left at DEFAULT_KEY (so that -m target.provider=openai,anthropic needs no
 # other setting).
 DEFAULT_KEY = "default"
-PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": None}
 
 
 class LeadK:
@@ -77,7 +78,10 @@ class LLMSummarizer:
     ``api_key_env`` names the variable that holds the key: ``"default"`` is the provider's
     (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), ``None`` sends none. On Anthropic the prompt is
     the top-level system prompt, ``max_tokens`` is sent as it is, and ``temperature`` is not
-    sent (the Messages API takes no sampling setting).
+    sent (the Messages API takes no sampling setting). On Google (``provider="google"``: the
+    google-genai SDK, an optional extra) the prompt is the system instruction, ``max_tokens``
+    the ``maxOutputTokens``, and the default key ``GOOGLE_API_KEY``, else ``GEMINI_API_KEY``, as
+    the SDK reads them; a reply Gemini blocked is the item's error.
 
     ``prompt`` is the system prompt; the item's source is the user message. ``price`` is the
     model's price per million tokens (``{input: ..., output: ...}`` US dollars; ``None``: the
@@ -119,9 +123,16 @@ class LLMSummarizer:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.provider = provider
+        # Google's default (None): GOOGLE_API_KEY, else GEMINI_API_KEY, as its SDK reads them.
         key_env = PROVIDER_KEYS[provider] if api_key_env == DEFAULT_KEY else api_key_env
-        endpoint = OpenAIChat if provider == "openai" else AnthropicMessages
-        self._chat: OpenAIChat | AnthropicMessages = endpoint(
+        endpoint: type[OpenAIChat | AnthropicMessages | GeminiChat] = (
+            OpenAIChat
+            if provider == "openai"
+            else AnthropicMessages
+            if provider == "anthropic"
+            else GeminiChat
+        )
+        self._chat: OpenAIChat | AnthropicMessages | GeminiChat = endpoint(
             base_url=base_url,
             api_key_env=key_env,
             timeout_s=timeout_s,
@@ -187,8 +198,24 @@ class LLMSummarizer:
 
     async def _send(self, request: dict[str, Any]) -> JudgeReply:
         try:
-            if isinstance(self._chat, OpenAIChat):
+            if isinstance(self._chat, OpenAIChat | GeminiChat):
+                # Gemini's takes the same request (GeminiChat turns it into its own).
                 chat = await self._chat.complete(request)
+                if isinstance(chat, GeminiReply) and chat.blocked is not None:
+                    raise AgentAPIError(
+                        f"{AGENT_MODEL} gave no summary: Gemini blocked it ({chat.blocked})"
+                    )
+                if (
+                    isinstance(chat, GeminiReply)
+                    and chat.finish == "MAX_TOKENS"
+                    and not chat.content
+                ):
+                    # A thinking model's thoughts count against the bound, and can take it all.
+                    thoughts = chat.usage.reasoning_tokens if chat.usage else 0
+                    raise AgentAPIError(
+                        f"{AGENT_MODEL} wrote no summary within target.max_tokens "
+                        f"({self.max_tokens}; {thoughts} of them thoughts): raise target.max_tokens"
+                    )
                 content, usage, cost = chat.content, chat.usage, chat.cost(self.price)
             else:
                 message = await self._chat.create(request, tool=None)

@@ -231,5 +231,5 @@ def test_batch_mode_needs_a_judge_with_a_batch_api(tmp_path: Path) -> None:
 
     assert refused.returncode == 2
     assert "judge offline has none" in refused.stderr
-    assert "model=openai" in refused.stderr
+    assert "(model=openai, anthropic or google)" in refused.stderr
     assert not (tmp_path / "run").exists()

@@ -169,7 +169,7 @@ def test_summeval_run_runs_the_default_job_from_an_empty_directory(
         "--hydra-help",
         # The groups and the config, filled in by Hydra.
         "dataset: sample",
-        "model: anthropic, azure, offline, openai",
+        "model: anthropic, azure, google, offline, openai",
         "max_questions: 10",
     ):
         assert words in help_out, words

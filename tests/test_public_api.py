@@ -90,6 +90,8 @@ PUBLIC = {
     "AzureJudgeConfig",
     "AnthropicJudge",
     "AnthropicJudgeConfig",
+    "GoogleJudge",
+    "GoogleJudgeConfig",
     "FakeJudge",
     "JudgePanel",
     # errors

@@ -9,18 +9,20 @@ from typing import Any
 from summeval_runner._errors import ConfigError
 from summeval_runner._judges._anthropic import AnthropicJudge, anthropic_config_from
 from summeval_runner._judges._azure import AzureJudge, azure_config_from
+from summeval_runner._judges._google import GoogleJudge, google_config_from
 from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._judges._openai import OpenAIJudge, openai_config_from
 from summeval_runner._judges._protocol import Judge
 
-PROVIDERS = ("offline", "openai", "azure", "anthropic")
+PROVIDERS = ("offline", "openai", "azure", "anthropic", "google")
 _KINDS = {bool: "true or false", float: "a number", int: "a whole number"}
 
 
 def resolve_judge(model: str | Mapping[str, Any] | Judge) -> Judge:
-    """``"offline"``, ``"openai/<name>"``, ``"azure/<deployment>"``, ``"anthropic/<name>"``, a
-    mapping with ``provider`` and its settings, or a judge. A provider's SDK, when it is an
-    optional extra (``anthropic``), is imported only as its judge is built.
+    """``"offline"``, ``"openai/<name>"``, ``"azure/<deployment>"``, ``"anthropic/<name>"``,
+    ``"google/<name>"``, a mapping with ``provider`` and its settings, or a judge. A provider's
+    SDK, when it is an optional extra (``anthropic``, ``google``), is imported only as its judge
+    is built.
 
     >>> resolve_judge("offline").name
     'offline'
@@ -68,6 +70,12 @@ def _build(provider: str, settings: dict[str, Any], given: str) -> Judge:
                 f"an anthropic judge needs a model name ('anthropic/<name>'), got {given}"
             )
         return AnthropicJudge(anthropic_config_from(settings))
+    if provider == "google":
+        if not settings.get("name"):
+            raise ConfigError(
+                f"a google judge needs a model name ('google/gemini-2.5-flash'), got {given}"
+            )
+        return GoogleJudge(google_config_from(settings))
     raise ConfigError(
         f"unknown judge provider {provider!r} in model {given}; "
         f"expected one of: {', '.join(PROVIDERS)}"

@@ -189,8 +189,8 @@ class JudgeStack:
         if options.mode == "batch" and not isinstance(judge, BatchJudge):
             raise ConfigError(
                 f"mode batch sends the judge's requests through its provider's Batch API, and "
-                f"judge {judge_name(judge)} has none: use an OpenAI judge (model=openai), or "
-                "mode interactive"
+                f"judge {judge_name(judge)} has none: use a judge whose provider has one "
+                "(model=openai, anthropic or google), or mode interactive"
             )
         without_retries = getattr(judge, "without_retries", None)
         sent: Judge = judge
