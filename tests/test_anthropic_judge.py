@@ -418,13 +418,17 @@ def test_a_rerun_is_answered_by_the_cache_and_another_bound_is_not(
     tmp_path: Path, server: AnthropicServer
 ) -> None:
     dataset = write_dataset(tmp_path / "docs.jsonl", 3)
-    first = run_app(tmp_path / "first", *anthropic_run(server.base_url, dataset))
+    # One item at a time: the server answers every item alike, so items' reason requests are
+    # alike, and how many of them the run's own cache answers would depend on how the items
+    # overlap in time.
+    serial = "runner.max_items_in_flight=1"
+    first = run_app(tmp_path / "first", *anthropic_run(server.base_url, dataset, serial))
     sent = len(server.requests)
 
-    again = run_app(tmp_path / "again", *anthropic_run(server.base_url, dataset))
+    again = run_app(tmp_path / "again", *anthropic_run(server.base_url, dataset, serial))
     bounded = run_app(
         tmp_path / "bounded",
-        *anthropic_run(server.base_url, dataset, "model.max_output_tokens=2000"),
+        *anthropic_run(server.base_url, dataset, serial, "model.max_output_tokens=2000"),
     )
 
     assert first.returncode == again.returncode == bounded.returncode == 0, bounded.stderr
