@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from summeval_runner import OfflineJudge, create_summarization_scorer, merge_runs, run_evals
+from summeval_runner import (
+    JudgeReply,
+    JudgeRequest,
+    OfflineJudge,
+    create_summarization_scorer,
+    merge_runs,
+    run_evals,
+)
 from tests.app import ENV, run_app, start_app, summeval_compare
 from tests.chat_server import ChatServer
 from tests.documents import write_dataset
@@ -116,3 +123,57 @@ def test_a_merged_panel_run_compares_with_an_unsharded_run_and_its_flag_fails_th
     flagged = [line for line in compared.stderr.splitlines() if "flagged:" in line]
     assert len(flagged) == 2  # the baseline and the merged run: the same item in each
     assert any("merged" in line and "1 of 10 items" in line for line in flagged)
+
+
+class SecondThoughts:
+    """The offline judge, but in the second trial it finds no question answered."""
+
+    name = "second-thoughts"
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        reply = await OfflineJudge().complete(request)
+        if request.step != "analyze" or not request.trial:
+            return reply
+        assert isinstance(reply.content, dict)
+        coverage = [{**verdict, "answered": False} for verdict in reply.content["coverage"]]
+        return JudgeReply(content={**reply.content, "coverage": coverage}, cost=0.0)
+
+
+def test_trials_of_a_panel_compare_each_judges_verdicts_with_its_own(tmp_path: Path) -> None:
+    # The judge noise of a panel run compared no verdict ("claims 0 of 0, questions 0 of 0"):
+    # it read the panel's result, which holds its judges' verdicts, none of its own; a judge
+    # that changed its mind between trials went unseen.
+    data = flagged_data(4, hostile=-1)
+    result = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer([OfflineJudge(), SecondThoughts()])],
+            data=data,
+            output_dir=tmp_path / "run",
+            trials=2,
+        )
+    )
+
+    noise = result.judge_noise
+    assert noise is not None
+    alone = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer(OfflineJudge())],
+            data=data,
+            output_dir=tmp_path / "alone",
+            trials=2,
+        )
+    ).judge_noise
+    assert alone is not None
+    assert alone.questions_compared > 0
+    # Each judge's verdicts against its own: twice those of one judge.
+    assert noise.claims_compared == 2 * alone.claims_compared
+    assert noise.questions_compared == 2 * alone.questions_compared
+    # The second judge's answered questions all turned, the first judge's none.
+    first_trials = [item.trials[0]["summarization-scorer"] for item in result.items]
+    answered = sum(
+        verdict.answered
+        for panel in first_trials
+        for verdict in panel.panel[1].analyze_step_result.coverage
+    )
+    assert noise.questions_changed == answered > 0
+    assert manifest(tmp_path / "run")["judge_noise"]["questions_changed"] == answered
