@@ -177,3 +177,20 @@ def test_trials_of_a_panel_compare_each_judges_verdicts_with_its_own(tmp_path: P
     )
     assert noise.questions_changed == answered > 0
     assert manifest(tmp_path / "run")["judge_noise"]["questions_changed"] == answered
+
+
+def test_the_progress_line_of_a_panel_names_each_judges_figures() -> None:
+    # It read "in flight 0/16; in flight 0/16": which judge was held back could not be told.
+    from summeval_runner._runner._judge_stack import JudgeStack
+    from summeval_runner._runner._options import RunOptions
+
+    stack = JudgeStack(RunOptions(max_items_in_flight=4))
+    stack.bind([a_panel()])
+
+    offline, fake = stack.describe().split("; ")
+    assert offline == "offline in flight 0/4"
+    assert fake.startswith("fake ")
+    assert fake.endswith("in flight 0/4")
+    alone = JudgeStack(RunOptions(max_items_in_flight=4))
+    alone.bind([create_summarization_scorer(OfflineJudge())])
+    assert alone.describe() == "in flight 0/4"
