@@ -221,6 +221,9 @@ class BatchRecord(BaseModel):
     # counts a reply of unknown cost at its share of it.
     held_cost: float = 0.0
     held_tokens: int = 0
+    # The judge whose batch it is (its name): a panel's judges each read their own on resume.
+    # None in a journal written before it was recorded.
+    judge: str | None = None
 
 
 class _BatchLine(BaseModel):

@@ -431,6 +431,9 @@ def _write_manifest(
         package_version=first.package_version,
         prompt_version=first.prompt_version,
         python_version=first.python_version,
+        # The shards' setup, the same in each (checked above): a comparison with a run of it
+        # that was not sharded finds the same judge and questions.
+        setup=first.setup,
         config=config,
         overrides=tuple(o for o in first.overrides if not o.startswith("runner.shard=")),
         dataset=first.dataset,

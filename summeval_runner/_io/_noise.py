@@ -45,15 +45,20 @@ class NoiseTally:
         scores = [r.score for _, r in results if r.status == "scored" and r.score is not None]
         if len(scores) >= 2:
             self._stds.append(statistics.stdev(scores))
-        claims: dict[str, dict[int, set[bool]]] = defaultdict(lambda: defaultdict(set))
-        questions: dict[str, dict[int, set[bool]]] = defaultdict(lambda: defaultdict(set))
+        # Each judge's verdicts against its own in the other trials: a panel's result holds
+        # its judges' verdicts (``panel``), none of its own.
+        claims: dict[tuple[str, str], dict[int, set[bool]]] = defaultdict(lambda: defaultdict(set))
+        questions: dict[tuple[str, str], dict[int, set[bool]]] = defaultdict(
+            lambda: defaultdict(set)
+        )
         for trial, result in results:
-            if result.preprocess_step_result is not None:
-                for claim in result.preprocess_step_result.alignment:
-                    claims[claim.claim][trial].add(claim.supported)
-            if result.analyze_step_result is not None:
-                for verdict in result.analyze_step_result.coverage:
-                    questions[verdict.question][trial].add(verdict.answered)
+            for member in result.panel or (result,):
+                if member.preprocess_step_result is not None:
+                    for claim in member.preprocess_step_result.alignment:
+                        claims[member.judge, claim.claim][trial].add(claim.supported)
+                if member.analyze_step_result is not None:
+                    for verdict in member.analyze_step_result.coverage:
+                        questions[member.judge, verdict.question][trial].add(verdict.answered)
         for seen, tally in ((claims, self._claims), (questions, self._questions)):
             for by_trial in seen.values():
                 if len(by_trial) < 2:

@@ -183,6 +183,7 @@ class BatchedJudge:
         self._on_traffic = on_traffic
         self._metadata = dict(metadata or {})
         self._recorded: list[BatchRecord] = []
+        self._known: set[str] = set()
         self._resumed = False
         self._since = 0.0
         self._recovered: dict[str, JudgeReply] = {}
@@ -214,7 +215,11 @@ class BatchedJudge:
         could not be journaled) are read before anything is sent, their replies answering this
         part's requests."""
         self._metadata = {**self._metadata, "summeval_run": run_id}
-        self._recorded = list(recorded)
+        # A panel's judges each read their own batches (read by every judge, a batch out at
+        # the kill was counted once per judge); every batch of the run is known, so that none
+        # of another judge's is taken for one this judge made and did not journal.
+        self._known = {line.id for line in recorded}
+        self._recorded = [line for line in recorded if line.judge in (None, self.name)]
         self._resumed = resumed
         self._since = since
 
@@ -612,7 +617,7 @@ class BatchedJudge:
 
     def _record(self, line: BatchRecord) -> None:
         if self._on_batch is not None:
-            self._on_batch(line)
+            self._on_batch(line.model_copy(update={"judge": self.name}))
 
     # --- a resumed run: the batches of its earlier parts ---------------------------------------
 
@@ -629,7 +634,7 @@ class BatchedJudge:
         was still out when that part stopped is counted now, once."""
         ended = {line.id for line in self._recorded if line.state == "ended"}
         submitted = [line for line in self._recorded if line.state == "submitted"]
-        known = {line.id for line in self._recorded}
+        known = self._known | {line.id for line in self._recorded}
         try:
             tagged = await self._persist(
                 "listed",

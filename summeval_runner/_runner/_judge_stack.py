@@ -329,8 +329,13 @@ class JudgeStack:
         )
 
     def describe(self) -> str:
-        """The judges' figures for the progress display."""
-        return "; ".join(limited.describe() for limited in self._limited.values())
+        """The judges' figures for the progress display; each named, when there are several
+        (a panel's), so that one judge's held slots or rate limit is told from another's."""
+        several = len(self._limited) > 1
+        return "; ".join(
+            f"{limited.name} {limited.describe()}" if several else limited.describe()
+            for limited in self._limited.values()
+        )
 
     def __bool__(self) -> bool:
         """Whether any scorer's judge is wrapped (a run of other scorers has none)."""
