@@ -27,6 +27,7 @@ from summeval_runner import (
     FakeJudge,
     InputError,
     JudgeRequest,
+    compare_runs,
     create_summarization_scorer,
     merge_runs,
     run_evals,
@@ -179,6 +180,21 @@ def test_two_shards_merged_equal_the_run_made_on_one_machine(
     # The sweep merged its shards itself and compared the merged run.
     assert_same_tables(runs["sweep"] / "merged" / "default", runs["one"])
     assert (runs["sweep"] / "comparison.parquet").exists()
+
+
+def test_a_merged_run_compares_with_the_run_made_in_one_process(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    # The merged manifest has the shards' setup (what built the judge and scorer): without it
+    # the comparison refused a merged run and its own one-process run as of different judges.
+    out = tmp_path / "merged"
+    merge_runs([runs["shard0"], runs["shard1"]], out)
+
+    assert manifest(out)["setup"] == manifest(runs["shard0"])["setup"] != {}
+    comparison = compare_runs([runs["one"], out], baseline=runs["one"])
+    paired = comparison["n_paired"].dropna()
+    assert list(paired) == [SAMPLE_ITEMS] * 3
+    assert (comparison["mean_diff"].dropna() == 0).all()
 
 
 def test_history_counts_a_merged_run_once_and_never_its_shards(runs: dict[str, Path]) -> None:

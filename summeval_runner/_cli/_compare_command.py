@@ -360,7 +360,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             runs, sweeps = _expand(args.runs)
             baseline = args.baseline or (runs[0] if len(runs) > 1 else None)
-            loaded, base = load_runs(runs, baseline)
+            # Without a report, the items' texts are not read (a comparison does not use them).
+            loaded, base = load_runs(runs, baseline, texts=not args.no_report)
             newest = max(loaded, key=lambda run: run.started_at)
             out = args.out or sweeps.get(newest.path) or beside(newest.path)
         check_floors(loaded, floors)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from summeval_runner._errors import InputError
 from summeval_runner._io._manifest import MANIFEST, Manifest, deciding_config, read_manifest
@@ -142,11 +143,17 @@ def labelled(runs: list[Run]) -> list[Run]:
     ]
 
 
-def load_run(path: Path | str, *, items_required: bool = True) -> Run:
+# The items' long texts: a report shows them, a comparison never reads them. Left out, a
+# million-item run's items take a tenth of the memory (the sources alone are a gigabyte).
+TEXT_COLUMNS = ("source", "summary", "reason", "error_raw_reply")
+
+
+def load_run(path: Path | str, *, items_required: bool = True, texts: bool = True) -> Run:
     """Read a run directory's manifest and ``items.parquet``; ``InputError`` if it is not one.
 
     Without ``items_required``, a run that wrote no tables (running, killed, or stopped before
-    it could write them) is read with no items: its manifest says what became of it.
+    it could write them) is read with no items: its manifest says what became of it. Without
+    ``texts``, the items lack ``TEXT_COLUMNS`` (what a comparison does not need).
     """
     path = Path(path)
     items_path = path / "items.parquet"
@@ -155,13 +162,20 @@ def load_run(path: Path | str, *, items_required: bool = True) -> Run:
             f"{path} is not a finished run directory: it needs {MANIFEST} and items.parquet"
         )
     manifest = read_manifest(path)
-    items = (
-        pd.read_parquet(items_path)
-        if items_path.exists()
-        else ITEMS_SCHEMA.empty_table().to_pandas()
-    )
+    if items_path.exists():
+        names = pq.read_schema(items_path).names
+        # The summarization scorer's rows only, filtered as they are read: no copy of the
+        # whole table is made to be filtered.
+        items = pq.read_table(
+            items_path,
+            columns=[name for name in names if texts or name not in TEXT_COLUMNS],
+            filters=[("scorer_id", "==", SUMMARIZATION_SCORER_ID)],
+        ).to_pandas()
+    else:
+        items = ITEMS_SCHEMA.empty_table().to_pandas()
+        items = items[items["scorer_id"] == SUMMARIZATION_SCORER_ID]
     # An item judged in several trials is compared by its mean over them.
-    items = one_row_per_item(items[items["scorer_id"] == SUMMARIZATION_SCORER_ID])
+    items = one_row_per_item(items)
     items = items.set_index("item_id", drop=False)
     return Run(
         path=path,
@@ -400,18 +414,19 @@ def _scored(run: Run, column: str) -> pd.Series:
 
 
 def load_runs(
-    run_dirs: Sequence[Path | str], baseline: Path | str | None = None
+    run_dirs: Sequence[Path | str], baseline: Path | str | None = None, *, texts: bool = True
 ) -> tuple[list[Run], Run | None]:
     """The runs to compare, each labelled apart, the baseline first; and the baseline, if any.
 
     ``baseline`` is a run directory (compared too, if not among ``run_dirs``), or the label of
     one of the runs: its variant, or the label that tells it from another run of the same
     variant. A directory that exists wins over a label of the same spelling. ``InputError``
-    for a label that is no run's, listing the labels there are.
+    for a label that is no run's, listing the labels there are. Without ``texts``, the runs'
+    items lack their long texts (``load_run``).
     """
     if not run_dirs:
         raise InputError("compare needs at least one run directory, got none")
-    runs = [load_run(path) for path in run_dirs]
+    runs = [load_run(path, texts=texts) for path in run_dirs]
     if baseline is None:
         return labelled(runs), None
     if not Path(baseline).is_dir():
@@ -419,7 +434,7 @@ def load_runs(
         return labels, _by_label(str(baseline), runs, labels)
     where = Path(baseline).resolve()
     if all(run.path.resolve() != where for run in runs):
-        runs = [load_run(baseline), *runs]
+        runs = [load_run(baseline, texts=texts), *runs]
     runs = labelled(runs)
     return runs, next(run for run in runs if run.path.resolve() == where)
 
@@ -462,7 +477,7 @@ def compare_runs(
     baseline's (or the first run's) raise ``InputError`` naming each difference, unless
     ``allow_mismatch``. Each run's manifest ``status`` and ``unfinished`` items are in its rows.
     """
-    runs, base = load_runs(run_dirs, baseline)
+    runs, base = load_runs(run_dirs, baseline, texts=False)
     return compare_loaded(runs, base, seed=seed, alpha=alpha, allow_mismatch=allow_mismatch)
 
 

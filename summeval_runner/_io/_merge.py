@@ -16,6 +16,7 @@ in different shards (``question_conflicts``), says so, and keeps each set in
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -31,10 +32,12 @@ from summeval_runner._errors import InputError
 from summeval_runner._io._history import write_runs_table
 from summeval_runner._io._journal import (
     JOURNAL,
+    DigestSet,
+    IdSet,
     RunWriter,
+    journal_questions,
     journal_records,
     journaled_ids,
-    journaled_questions,
 )
 from summeval_runner._io._manifest import (
     MANIFEST_SCHEMA_VERSION,
@@ -76,7 +79,7 @@ class ShardRun:
     path: Path
     shard: Shard
     manifest: Manifest
-    item_ids: frozenset[str]
+    item_ids: IdSet
 
     @property
     def unfinished(self) -> int:
@@ -193,11 +196,11 @@ def _check_disjoint(runs: list[ShardRun]) -> None:
         seen[run.shard] = run.path
     for i, run in enumerate(runs):
         for other in runs[i + 1 :]:
-            shared = run.item_ids & other.item_ids
+            shared, first = run.item_ids.shared(other.item_ids)
             if shared:
                 raise InputError(
                     f"{run.path} and {other.path} overlap: both hold item "
-                    f"{sorted(shared)[0]!r} ({len(shared)} shared)"
+                    f"{first!r} ({shared} shared)"
                 )
 
 
@@ -257,17 +260,21 @@ def merge_runs(
     building = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
     try:
         writer = RunWriter(building)
-        asked = _AskedQuestions(_sharing_scorers(runs[0].manifest.setup))
-        written: set[tuple[str, str, tuple[str, ...]]] = set()
+        # Split by source, a source's items all lie in one shard: no two shards asked them
+        # different sets, and a million sources are not tracked to find none.
+        asked = _AskedQuestions(
+            _sharing_scorers(runs[0].manifest.setup) if runs[0].by == "id" else frozenset()
+        )
+        # The sets written, as digests (16 bytes a set, not the set's questions).
+        written = DigestSet()
         try:
             for part, run in enumerate(runs):
                 # Each shard's question sets, each set once: shards that shared a response
                 # cache asked the same ones. Different sets of one source are all kept (what
-                # its items were asked), and counted below.
-                for questions in journaled_questions(run.path):
-                    seen = (questions.judge, questions.key, questions.questions)
-                    if seen not in written:
-                        written.add(seen)
+                # its items were asked), and counted below. Read line by line.
+                for questions in journal_questions(run.path / JOURNAL):
+                    seen = json.dumps([questions.judge, questions.key, questions.questions])
+                    if written.add(seen):
                         writer.write_questions(questions)
                 for record in journal_records(run.path / JOURNAL):
                     asked.add(part, record)
@@ -431,10 +438,10 @@ def _write_manifest(
         package_version=first.package_version,
         prompt_version=first.prompt_version,
         python_version=first.python_version,
-        # The shards' setup, the same in each (checked above): a comparison with a run of it
-        # that was not sharded finds the same judge and questions.
-        setup=first.setup,
         config=config,
+        # What built the judge and scorers, as every shard recorded it (checked alike above): a
+        # comparison reads it, and a merged run without it differed from its own shards.
+        setup=first.setup,
         overrides=tuple(o for o in first.overrides if not o.startswith("runner.shard=")),
         dataset=first.dataset,
         merged_from=tuple(

@@ -39,6 +39,7 @@ from summeval_runner._io._history import write_runs_table
 from summeval_runner._io._journal import (
     JOURNAL,
     BatchRecord,
+    IdSet,
     JournalContents,
     PartTraffic,
     QuestionsLine,
@@ -67,7 +68,12 @@ from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._outcome import ItemResult, RunCounts
 from summeval_runner._scorers._prompts import PROMPT_VERSION
-from summeval_runner._scorers._questions import QuestionKey, QuestionSet, SharedQuestions
+from summeval_runner._scorers._questions import (
+    BANK_CAPACITY,
+    QuestionKey,
+    QuestionSet,
+    SharedQuestions,
+)
 from summeval_runner._secrets import redact
 
 logger = logging.getLogger("summeval_runner")
@@ -103,7 +109,7 @@ class RunRecorder:
         run_dir: Path,
         writer: RunWriter,
         manifest: Manifest,
-        kept: frozenset[str],
+        kept: IdSet,
         earlier: PartTraffic,
         options: RunOptions,
         questions: tuple[QuestionsLine, ...] = (),
@@ -169,12 +175,18 @@ class RunRecorder:
                 _cause(f"the journal could not be opened in {run_dir}", error)
             ) from error
         try:
-            contents = writer.contents() if previous is not None else JournalContents({}, {})
+            # A judge's bank holds its last BANK_CAPACITY sets: those are all a resume seeds
+            # it with, and all that is read into memory of a million sources' sets.
+            contents = (
+                writer.contents(questions_kept=BANK_CAPACITY)
+                if previous is not None
+                else JournalContents({}, {})
+            )
             if plan.options.mode != "batch":
                 _check_no_batch_out(run_dir, contents.batches)
             finished = contents.statuses
             # Items that ended in error are tried again on resume: most errors are transient.
-            kept = frozenset(item for item, status in finished.items() if status != "error")
+            kept = IdSet(item for item, status in finished.items() if status != "error")
             options = plan.options
             shard = options.shard
             manifest = Manifest(

@@ -22,6 +22,7 @@ from summeval_runner._errors import (
     RunRecordError,
 )
 from summeval_runner._io._datasets import DatasetFile, Item
+from summeval_runner._io._journal import IdSet
 from summeval_runner._io._manifest import (
     JudgeNoise,
     JudgeTraffic,
@@ -269,7 +270,7 @@ async def run_evals(
         spend.observe(unpriced)
         if recorder is not None:
             recorder.note_traffic(unpriced)
-        kept = recorder.kept if recorder is not None else frozenset()
+        kept = recorder.kept if recorder is not None else IdSet(())
         to_do = None if items.selected is None else items.selected - len(kept)
         batch = Batch(
             scorers=bound,
