@@ -1,0 +1,216 @@
+"""Issue 28's tests that cross providers: a panel of an OpenAI and an Anthropic judge, an agent on
+one vendor under a judge of another (and a sweep over the agent's vendor), every provider's
+errors behaving alike through the run, and a missing extra.
+
+Each provider's loopback server speaks its wire format (tests/chat_server.py for OpenAI and
+Azure, tests/anthropic_server.py for Anthropic) and is driven by the provider's official SDK;
+Hydra runs as a user runs it (tests/app.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from summeval_runner._judges._prices import price_of
+from tests.anthropic_server import AnthropicServer
+from tests.app import FAST_RETRIES, SECRET, run_app, table
+from tests.chat_server import ChatServer, unfenced
+from tests.documents import write_dataset
+from tests.test_panel import judges_figures, manifest_of
+from tests.test_secrets import assert_nowhere
+
+ITEMS = 20
+ANTHROPIC_KEY = "sk-ant-test-SECRET-5e8a1f03cd"
+CLAUDE = "anthropic/claude-haiku-4-5"
+GPT = "openai/gpt-4.1-mini"
+KEYS = {"OPENAI_API_KEY": SECRET, "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+
+
+@pytest.fixture
+def provider_env(no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No provider setting from the machine the tests run on (run_app clears OPENAI_* only)."""
+    for name in (
+        "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE",
+        "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION",
+    ):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[AnthropicServer]:
+    started = AnthropicServer(keys=(ANTHROPIC_KEY,)).start()
+    yield started
+    started.stop()
+
+
+def seen(body: dict[str, Any]) -> int:
+    """A number that follows what a request shows (its messages, fence markers aside)."""
+    shown = unfenced(json.dumps(body["messages"], sort_keys=True)).encode()
+    return int(hashlib.sha256(shown).hexdigest(), 16)
+
+
+def claude_sees_otherwise(
+    tool: str, body: dict[str, Any], answer: dict[str, Any]
+) -> dict[str, Any]:
+    """Claude's verdicts differ from the OpenAI server's on some items, as what it is shown
+    decides: every claim supported on about a third, every question answered on about half."""
+    if "alignment" in answer and seen(body) % 3 == 0:
+        answer["alignment"] = [claim | {"supported": True} for claim in answer["alignment"]]
+    if "coverage" in answer and seen(body) % 2 == 0:
+        answer["coverage"] = [answer_ | {"answered": True} for answer_ in answer["coverage"]]
+    return answer
+
+
+def two_vendor_panel(
+    chat_server: ChatServer, anthropic_server: AnthropicServer, dataset: Path, *overrides: str
+) -> tuple[str, ...]:
+    judges = (
+        f"{{name: {GPT}, base_url: '{chat_server.base_url}'}}",
+        f"{{name: {CLAUDE}, base_url: '{anthropic_server.base_url}'}}",
+    )
+    return (
+        "model=panel",
+        f"model.judges=[{','.join(judges)}]",
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        *FAST_RETRIES,
+        *overrides,
+    )
+
+
+@pytest.mark.usefixtures("provider_env")
+def test_a_panel_of_an_openai_and_an_anthropic_judge_through_hydra(
+    tmp_path: Path, chat_server: ChatServer, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.edit_answer = claude_sees_otherwise
+    dataset = write_dataset(tmp_path / "docs.jsonl", ITEMS)
+    overrides = two_vendor_panel(
+        chat_server, anthropic_server, dataset, f"runner.cache_path={tmp_path / 'cache'}"
+    )
+    run_dir = tmp_path / "run"
+
+    done = run_app(run_dir, *overrides, env=KEYS)
+
+    assert done.returncode == 0, done.stderr
+    items = table(run_dir, "items")
+    assert len(items) == ITEMS
+    assert (items["status"] == "scored").all()
+    assert set(items["judge"]) == {f"panel(mean): {GPT}, {CLAUDE}"}
+    assert (items["judge_calls"] == 6).all()
+    for name in ("alignment", "coverage"):
+        rows = table(run_dir, name)
+        assert set(rows["judge"]) == {GPT, CLAUDE}
+        assert (rows.groupby("item_id")["judge"].nunique() == 2).all()
+    # Each server got its judge's steps of every item: OpenAI drew the questions (a full
+    # preprocess), Claude was asked for the claims only; both answered the same questions. (A
+    # reason request identical to an earlier item's is the cache's.)
+    steps = Counter(r.step for r in chat_server.requests)
+    tools = Counter(str(r.tool).removeprefix("summarization_") for r in anthropic_server.requests)
+    drawn = (steps["preprocess"], steps["analyze"], tools["claims"], tools["analyze"])
+    assert drawn == (ITEMS,) * 4
+    assert set(steps) == {"preprocess", "analyze", "reason"}
+    assert set(tools) == {"claims", "analyze", "reason"}
+    hits = manifest_of(run_dir)["judge"]["cache"]["hits"]
+    assert len(chat_server.requests) + len(anthropic_server.requests) + hits == 6 * ITEMS
+    answers = table(run_dir, "coverage")
+    for item_id, rows in answers.groupby("item_id"):
+        asked = {
+            judge: list(zip(part["position"], part["question"], strict=True))
+            for judge, part in rows.sort_values("position").groupby("judge")
+        }
+        assert asked[GPT] == asked[CLAUDE], item_id
+        assert asked[GPT]
+    assert set(table(run_dir, "questions")["judge"]) == {GPT}
+
+    # The item's figures are the mean of each judge's own, as the verdict tables give them.
+    figures = judges_figures(run_dir)
+    mean = figures.groupby("item_id")[["alignment", "coverage", "score"]].mean()
+    by_item = items.set_index("item_id")
+    for column, figure in (
+        ("alignment_score", "alignment"),
+        ("coverage_score", "coverage"),
+        ("score", "score"),
+    ):
+        assert by_item[column].to_numpy() == pytest.approx(mean.loc[by_item.index, figure])
+
+    # The disagreement, computed here from the tables, as the manifest and the summary say it.
+    spreads = figures.groupby("item_id")["score"].agg(lambda s: s.max() - s.min())
+    assert 0 < spreads.mean() < spreads.max()  # the judges differ, and not on every item alike
+    split = answers.groupby(["item_id", "position"])["answered"].nunique()
+    panel = manifest_of(run_dir)["judge_panel"]
+    assert panel["judges"] == [GPT, CLAUDE]
+    assert panel["items"] == ITEMS
+    assert panel["score_spread_mean"] == pytest.approx(spreads.mean())
+    assert panel["score_spread_max"] == pytest.approx(spreads.max())
+    assert panel["questions_compared"] == len(split)
+    assert panel["questions_split"] == int((split > 1).sum()) > 0
+    assert panel["judge_means"] == pytest.approx(figures.groupby("judge")["score"].mean().to_dict())
+    assert (
+        f"panel of 2 judges (mean): score spread {spreads.mean():.3f} per item "
+        f"(at most {spreads.max():.3f}) over {ITEMS} items; questions answered differently "
+        f"{int((split > 1).sum())} of {len(split)}"
+    ) in done.stdout
+
+    # A rerun is the cache's: no request to either server, the same scores.
+    sent = (len(chat_server.requests), len(anthropic_server.requests))
+    again = run_app(tmp_path / "again", *overrides, env=KEYS)
+
+    assert again.returncode == 0, again.stderr
+    assert (len(chat_server.requests), len(anthropic_server.requests)) == sent
+    assert manifest_of(tmp_path / "again")["judge"]["cache"]["hits"] == 6 * ITEMS
+    pd.testing.assert_series_equal(table(tmp_path / "again", "items")["score"], items["score"])
+
+    # Neither key anywhere in either run's directory, nor on screen.
+    for folder, run in ((run_dir, done), (tmp_path / "again", again)):
+        assert_nowhere([SECRET, ANTHROPIC_KEY], folder, run.stdout, run.stderr)
+
+
+@pytest.mark.usefixtures("provider_env")
+def test_a_two_vendor_panels_estimate_counts_each_judge_at_its_own_price(
+    tmp_path: Path, chat_server: ChatServer, anthropic_server: AnthropicServer
+) -> None:
+    dataset = write_dataset(tmp_path / "docs.jsonl", ITEMS)
+
+    shown = run_app(
+        tmp_path / "estimate",
+        *two_vendor_panel(chat_server, anthropic_server, dataset, "runner.estimate=true"),
+        env=KEYS,
+    )
+
+    assert shown.returncode == 0, shown.stderr
+    assert chat_server.requests == []
+    assert anthropic_server.requests == []
+    costs = {}
+    for judge, provider, base_url in (
+        (GPT, "openai", chat_server.base_url),
+        (CLAUDE, "anthropic", anthropic_server.base_url),
+    ):
+        line = re.search(
+            rf"^    {re.escape(judge)}: (\d+) to send \(([\d,]+) tokens in, ([\d,]+) out\), "
+            r"0 cached, \$([\d.]+)$",
+            shown.stdout,
+            re.MULTILINE,
+        )
+        assert line is not None, shown.stdout
+        requests, tokens_in, tokens_out = (int(g.replace(",", "")) for g in line.groups()[:3])
+        assert requests == 3 * ITEMS
+        known = price_of(judge.split("/")[1], provider=provider, base_url=base_url, given=None)
+        assert known is not None, judge
+        expected = (tokens_in * known.price.input + tokens_out * known.price.output) / 1e6
+        assert float(line.group(4)) == pytest.approx(expected, abs=1e-4)
+        costs[judge] = expected
+    # Claude's price is not GPT's: each judge counted at its own.
+    assert costs[CLAUDE] != pytest.approx(costs[GPT])
+    total = re.search(r"judge cost      \$([\d.]+) \(each judge at its own price\)", shown.stdout)
+    assert total is not None, shown.stdout
+    assert float(total.group(1)) == pytest.approx(sum(costs.values()), abs=1e-4)
