@@ -98,6 +98,8 @@ class AnthropicServer:
         # body), and how often each batch was read; answered when first read, not before.
         self.batches: dict[str, list[tuple[str, int, dict[str, Any]]]] = {}
         self.batch_reads: Counter[str] = Counter()
+        # What a request without tools (the bundled LLM summarizer's) is answered.
+        self.summary_reply = SUMMARY_REPLY
         self.edit_answer: Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = (
             None
         )
@@ -157,7 +159,7 @@ class AnthropicServer:
         tool = record.tool
         content: list[dict[str, Any]]
         if tool is None:
-            content = [{"type": "text", "text": SUMMARY_REPLY}]
+            content = [{"type": "text", "text": self.summary_reply}]
         else:
             answer = valid_content(_chat_body(record.body))
             if self.edit_answer is not None:

@@ -22,8 +22,8 @@ import pytest
 
 from summeval_runner._judges._prices import price_of
 from tests.anthropic_server import AnthropicServer
-from tests.app import FAST_RETRIES, SECRET, run_app, table
-from tests.chat_server import ChatServer, unfenced
+from tests.app import FAST_RETRIES, SECRET, openai_run, run_app, run_sweep, table
+from tests.chat_server import SUMMARY_REPLY, ChatServer, unfenced
 from tests.documents import write_dataset
 from tests.test_panel import judges_figures, manifest_of
 from tests.test_secrets import assert_nowhere
@@ -214,3 +214,67 @@ def test_a_two_vendor_panels_estimate_counts_each_judge_at_its_own_price(
     total = re.search(r"judge cost      \$([\d.]+) \(each judge at its own price\)", shown.stdout)
     assert total is not None, shown.stdout
     assert float(total.group(1)) == pytest.approx(sum(costs.values()), abs=1e-4)
+
+
+def base_urls(chat_server: ChatServer, anthropic_server: AnthropicServer) -> dict[str, str]:
+    """The variables each provider's SDK reads its base URL from, at the loopback servers."""
+    return {
+        "OPENAI_BASE_URL": chat_server.base_url,
+        "ANTHROPIC_BASE_URL": anthropic_server.base_url,
+    }
+
+
+CLAUDES_SUMMARY = "Claude's summary of the text."
+
+
+@pytest.mark.usefixtures("provider_env")
+def test_a_sweep_compares_two_vendors_summarizers_under_one_openai_judge(
+    tmp_path: Path, chat_server: ChatServer, anthropic_server: AnthropicServer
+) -> None:
+    anthropic_server.summary_reply = CLAUDES_SUMMARY
+    dataset = write_dataset(tmp_path / "docs.jsonl", ITEMS)
+    sweep = tmp_path / "sweep"
+
+    done = run_sweep(
+        sweep,
+        *openai_run(chat_server.base_url, dataset),
+        "target=llm_summarizer",
+        "target.provider=openai,anthropic",
+        # Each provider's SDK reads its own base URL variable: one sweep reaches both servers
+        # (the judge's model.base_url is its own).
+        env=KEYS | base_urls(chat_server, anthropic_server),
+    )
+
+    assert done.returncode == 0, done.stderr
+    # Each vendor was sent its own model (target.name left null: the provider's default).
+    summarized = [r for r in chat_server.requests if r.step == "summarize"]
+    assert [r.body["model"] for r in summarized] == ["gpt-4o-mini"] * ITEMS
+    assert [r.body["model"] for r in anthropic_server.requests] == ["claude-haiku-4-5"] * ITEMS
+    assert all(r.tool is None for r in anthropic_server.requests)
+    # The one judge judged both vendors' summaries, every item of each (the second job's
+    # questions were the first's, drawn per source: its first call asks for the claims only).
+    drawn = [r for r in chat_server.requests if r.step in ("preprocess", "claims")]
+    assert sum(SUMMARY_REPLY in r.text for r in drawn) == ITEMS
+    assert sum(CLAUDES_SUMMARY in r.text for r in drawn) == ITEMS
+    mapped = json.loads((sweep / "variants.json").read_text(encoding="utf-8"))
+    labels = {entry["label"]: name for name, entry in mapped.items()}
+    assert set(labels) == {"target.provider=openai", "target.provider=anthropic"}
+    for label, summary in (
+        ("target.provider=openai", SUMMARY_REPLY),
+        ("target.provider=anthropic", CLAUDES_SUMMARY),
+    ):
+        run = sweep / labels[label]
+        items = table(run, "items")
+        assert len(items) == ITEMS
+        assert (items["status"] == "scored").all()
+        assert set(items["summary"]) == {summary}
+        assert set(items["judge"]) == {"openai/gpt-4o-mini"}
+        # Both summarizers priced by the price table: the agent's cost is known for each.
+        assert manifest_of(run)["cost"]["target"] > 0
+    comparison = pd.read_parquet(sweep / "comparison.parquet")
+    assert set(comparison["variant"]) == set(labels)
+    scores = comparison[comparison["dimension"] == "score"].set_index("variant")
+    assert scores["scored"].to_dict() == scores["n"].to_dict() == dict.fromkeys(labels, ITEMS)
+    assert scores.loc["target.provider=anthropic", "n_paired"] == ITEMS  # paired item by item
+    assert set(comparison["baseline"].dropna()) == {"target.provider=openai"}
+    assert_nowhere([SECRET, ANTHROPIC_KEY], sweep, done.stdout, done.stderr)
