@@ -13,7 +13,8 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,10 @@ import pandas as pd
 import pytest
 
 from summeval_runner._judges._prices import price_of
-from tests.anthropic_server import AnthropicServer
+from tests.anthropic_server import AnthropicServer, CutOff, Fault
 from tests.app import FAST_RETRIES, SECRET, openai_run, run_app, run_sweep, table
-from tests.chat_server import SUMMARY_REPLY, ChatServer, unfenced
+from tests.chat_server import SUMMARY_REPLY, ChatServer, Reply, unfenced, valid_content
+from tests.chat_server import Fault as ChatFault
 from tests.documents import write_dataset
 from tests.test_panel import judges_figures, manifest_of
 from tests.test_secrets import assert_nowhere
@@ -278,3 +280,129 @@ def test_a_sweep_compares_two_vendors_summarizers_under_one_openai_judge(
     assert scores.loc["target.provider=anthropic", "n_paired"] == ITEMS  # paired item by item
     assert set(comparison["baseline"].dropna()) == {"target.provider=openai"}
     assert_nowhere([SECRET, ANTHROPIC_KEY], sweep, done.stdout, done.stderr)
+
+
+AZURE_KEY = "azure-test-SECRET-0b7d52e1a9"
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One provider's judge, as the error test drives it: its overrides, its key, and how its
+    server is made to answer a 429 with retry-after, a 5xx, a 401 and a reply cut at the bound.
+    Adding a provider (Gemini) is one entry of PROVIDERS."""
+
+    name: str
+    overrides: Callable[[ChatServer, AnthropicServer], tuple[str, ...]]
+    key: tuple[str, str]
+    fault: Callable[[ChatServer, AnthropicServer, str], None]
+
+
+def _chat_fault(chat: ChatServer, _: AnthropicServer, kind: str) -> None:
+    claims = valid_content({"response_format": {"json_schema": {"name": "preprocess"}}})
+    claims["alignment"] = claims["alignment"][:1]  # parses, as a list closed early would
+    faults = {
+        "429": [ChatFault(429, "Rate limit reached", headers={"retry-after": "0"})],
+        "5xx": [ChatFault(500), ChatFault(503), ChatFault(502)],
+        "cut": [Reply(json.dumps(claims), finish_reason="length")] * 3,
+    }
+    if kind == "401":
+        chat.fail_every_request(
+            ChatFault(401, "Incorrect API key provided", code="invalid_api_key")
+        )
+    else:
+        chat.script(*faults[kind])
+
+
+def _anthropic_fault(_: ChatServer, claude: AnthropicServer, kind: str) -> None:
+    faults = {
+        "429": [Fault(429, "rate_limit_error", "slow down", headers={"retry-after": "0"})],
+        "5xx": [Fault(500, "api_error"), Fault(529, "overloaded_error"), Fault(502)],
+        "cut": [CutOff()] * 3,
+        "401": [],
+    }
+    if kind == "401":
+        claude.fail_every_request(Fault(401, "authentication_error", "invalid x-api-key"))
+    claude.script(*faults[kind])
+
+
+PROVIDERS = [
+    Provider(
+        "openai",
+        lambda chat, _: ("model=openai", f"model.base_url={chat.base_url}"),
+        ("OPENAI_API_KEY", SECRET),
+        _chat_fault,
+    ),
+    Provider(
+        "azure",
+        lambda chat, _: (
+            "model=azure",
+            "model.name=judge-deployment",
+            f"model.base_url={chat.azure_endpoint}",
+            "model.api_version=2024-10-21",
+        ),
+        ("AZURE_OPENAI_API_KEY", AZURE_KEY),
+        _chat_fault,
+    ),
+    Provider(
+        "anthropic",
+        lambda _, claude: ("model=anthropic", f"model.base_url={claude.base_url}"),
+        ("ANTHROPIC_API_KEY", ANTHROPIC_KEY),
+        _anthropic_fault,
+    ),
+]
+
+
+@pytest.mark.usefixtures("provider_env")
+@pytest.mark.parametrize("kind", ["429", "5xx", "401", "cut"])
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
+def test_every_providers_errors_behave_alike_through_the_run(
+    tmp_path: Path,
+    chat_server: ChatServer,
+    anthropic_server: AnthropicServer,
+    provider: Provider,
+    kind: str,
+) -> None:
+    chat_server.azure_deployments = {"judge-deployment"}
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3 if kind != "401" else 10)
+    provider.fault(chat_server, anthropic_server, kind)
+    run_dir = tmp_path / "run"
+
+    done = run_app(
+        run_dir,
+        *provider.overrides(chat_server, anthropic_server),
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        "runner.max_judge_requests_in_flight=1",
+        "runner.max_items_in_flight=1",
+        "runner.cache=off",
+        # An item error (the cut reply's) is the outcome looked at, not a failed gate.
+        "runner.max_error_rate=1",
+        *FAST_RETRIES,
+        env=dict([provider.key]),
+    )
+
+    sent = len(chat_server.requests) + len(anthropic_server.requests)
+    if kind == "401":
+        # The first refusal stops the run: exit 1, no item judged, not one refusal per item.
+        assert done.returncode == 1, done.stderr
+        assert "refused the credentials (HTTP 401)" in done.stderr
+        assert sent <= 3
+        assert "10 unfinished" in done.stdout
+    else:
+        assert done.returncode == 0, done.stderr
+        items = table(run_dir, "items")
+    if kind in ("429", "5xx"):
+        # Retried by the run's policy: no item lost, each retry counted.
+        assert (items["status"] == "scored").all()
+        retries = {"429": 1, "5xx": 3}[kind]
+        assert manifest_of(run_dir)["judge"]["retries"] == retries
+        assert items["judge_retries"].sum() == retries
+    if kind == "cut":
+        # Cut at every ask: never read as a verdict, the first item's error names the bound.
+        first = items.sort_values("item_id").iloc[0]
+        assert first["status"] == "error"
+        assert first["error_type"] == "JudgeOutputError"
+        assert "max_output_tokens" in first["error_raw_reply"]
+        assert (items["status"].iloc[1:] == "scored").all()
+    assert_nowhere([provider.key[1]], run_dir, done.stdout, done.stderr)
