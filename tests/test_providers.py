@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -406,3 +407,34 @@ def test_every_providers_errors_behave_alike_through_the_run(
         assert "max_output_tokens" in first["error_raw_reply"]
         assert (items["status"].iloc[1:] == "scored").all()
     assert_nowhere([provider.key[1]], run_dir, done.stdout, done.stderr)
+
+
+@pytest.mark.usefixtures("provider_env")
+@pytest.mark.parametrize(
+    "where",
+    [
+        ("model=anthropic",),
+        ("model=offline", "target=llm_summarizer", "target.provider=anthropic"),
+        ("model=panel", f"model.judges=[offline,{CLAUDE}]"),
+    ],
+    ids=["judge", "agent", "panel member"],
+)
+def test_a_missing_anthropic_extra_is_exit_2_naming_its_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: tuple[str, ...]
+) -> None:
+    # As on a machine without the extra: importing the SDK fails.
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+
+    done = run_app(
+        tmp_path / "run",
+        *where,
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        env={"ANTHROPIC_API_KEY": ANTHROPIC_KEY},
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'summeval_runner[anthropic]'" in done.stderr
+    assert not (tmp_path / "run" / "items.parquet").exists()
