@@ -44,6 +44,13 @@ AGENT_MODEL = "the agent's model"
 # other setting).
 DEFAULT_KEY = "default"
 PROVIDER_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": None}
+# The model each provider's summarizer runs when no name is given (target.name null): a sweep
+# over target.provider sends each provider a model it serves, not OpenAI's name to Anthropic.
+PROVIDER_MODELS = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-haiku-4-5",
+    "google": "gemini-2.5-flash",
+}
 
 
 class LeadK:
@@ -73,7 +80,8 @@ class LeadK:
 class LLMSummarizer:
     """Summarizes with a model behind an OpenAI-compatible endpoint (``provider="openai"``) or
     Anthropic's Messages API (``provider="anthropic"``: the anthropic SDK, an optional extra);
-    the judge's provider code, its errors translated alike.
+    the judge's provider code, its errors translated alike. ``name`` is the model; ``None`` is
+    the provider's default (``PROVIDER_MODELS``: gpt-4o-mini, claude-haiku-4-5, gemini-2.5-flash).
 
     ``api_key_env`` names the variable that holds the key: ``"default"`` is the provider's
     (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), ``None`` sends none. On Anthropic the prompt is
@@ -99,7 +107,7 @@ class LLMSummarizer:
 
     def __init__(
         self,
-        name: str,
+        name: str | None = None,
         prompt: str = DEFAULT_SUMMARY_PROMPT,
         base_url: str | None = None,
         api_key_env: str | None = DEFAULT_KEY,
@@ -114,6 +122,8 @@ class LLMSummarizer:
             raise ConfigError(
                 f"target.provider must be one of: {', '.join(PROVIDER_KEYS)}; got {provider!r}"
             )
+        if name is None:
+            name = PROVIDER_MODELS[provider]
         if not name:
             raise ConfigError("target.name must name the summarizer's model, got an empty string")
         if not prompt.strip():

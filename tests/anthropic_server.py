@@ -11,7 +11,8 @@ bundled LLM summarizer's) with a text block. A test queues what the next request
 headers)`` for an error in Anthropic's shape (``{"type":
 "error", "error": {...}}``: 429 ``rate_limit_error``, 529 ``overloaded_error``), ``CutOff()``
 for a reply cut at ``max_tokens`` (``stop_reason`` ``max_tokens``, its tool input a
-valid-looking but short one).
+valid-looking but short one). ``edit_answer(tool, body, answer)``, when set, returns the tool
+input to send in place of the valid one (a judge that sees the text otherwise than another).
 
 It serves the Message Batches API too (``/v1/messages/batches``): a batch's requests are
 answered as they would be alone (scripts apply, request by request), the batch is in progress
@@ -24,6 +25,7 @@ import itertools
 import json
 import threading
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -96,6 +98,11 @@ class AnthropicServer:
         # body), and how often each batch was read; answered when first read, not before.
         self.batches: dict[str, list[tuple[str, int, dict[str, Any]]]] = {}
         self.batch_reads: Counter[str] = Counter()
+        # What a request without tools (the bundled LLM summarizer's) is answered.
+        self.summary_reply = SUMMARY_REPLY
+        self.edit_answer: Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = (
+            None
+        )
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -152,9 +159,11 @@ class AnthropicServer:
         tool = record.tool
         content: list[dict[str, Any]]
         if tool is None:
-            content = [{"type": "text", "text": SUMMARY_REPLY}]
+            content = [{"type": "text", "text": self.summary_reply}]
         else:
             answer = valid_content(_chat_body(record.body))
+            if self.edit_answer is not None:
+                answer = self.edit_answer(tool, record.body, answer)
             if isinstance(entry, CutOff) and "alignment" in answer:
                 answer["alignment"] = answer["alignment"][:1]
             content = [{"type": "tool_use", "id": f"toolu_{number}", "name": tool, "input": answer}]

@@ -49,6 +49,8 @@ from summeval_runner._scorers._fences import fenced
 @dataclass(frozen=True)
 class Reply:
     content: str
+    # "length": a reply cut at the request's output bound, as OpenAI reports it.
+    finish_reason: str = "stop"
 
 
 @dataclass(frozen=True)
@@ -551,7 +553,7 @@ class ChatServer:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "finish_reason": entry.finish_reason if isinstance(entry, Reply) else "stop",
                 }
             ],
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": 0},
@@ -701,7 +703,9 @@ class ChatServer:
                 output_file_id=stored(output),
                 error_file_id=stored(errors),
                 request_counts={
-                    "total": len(lines), "completed": len(output), "failed": len(errors)
+                    "total": len(lines),
+                    "completed": len(output),
+                    "failed": len(errors),
                 },
             )
         return 200, batch

@@ -38,7 +38,7 @@ import os
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -259,8 +259,10 @@ class GeminiChat:
         """A batch of inlined ``requests`` (``generate_content`` arguments with a ``metadata``
         key each) to ``model``."""
         client = (await self._clients.get()).sdk
+        # Plain mappings of the request's fields, as the SDK takes them (typed as its dicts).
+        inlined = cast(Any, requests)
         job = await self._sent(client.aio.batches.create(
-            model=model, src=requests, config={"display_name": display_name}
+            model=model, src=inlined, config={"display_name": display_name}
         ))  # fmt: skip
         return _batch_state(job)
 

@@ -170,20 +170,23 @@ def not_json(base_url: str, body: str, who: str = JUDGE) -> JudgeAPIError:
     return JudgeAPIError(f"{who}'s reply from {base_url} was not JSON: it began {start!r}")
 
 
-def cut_off_content(limit: int, setting: str) -> str:
+def cut_off_content(limit: int | None, setting: str) -> str:
     """What stands for a reply the provider cut at its output bound (Anthropic's
-    ``stop_reason`` ``max_tokens``): a JSON object no step's schema accepts, so the scorer
+    ``stop_reason`` ``max_tokens``, OpenAI's ``finish_reason`` ``length``; ``limit`` ``None``:
+    the model's own bound, none sent): a JSON object no step's schema accepts, so the scorer
     re-asks and finally reports it as an item error, with the tokens the call spent counted;
     a cut reply that happens to parse (a list closed early) is never read as a verdict.
 
     >>> import json; sorted(json.loads(cut_off_content(50, "max_output_tokens")))
     ['cut_off']
     """
+    where = (
+        f"at {limit} tokens (the judge's {setting})"
+        if limit is not None
+        else f"at the model's own output bound ({setting} not set)"
+    )
     return json.dumps(
-        {
-            "cut_off": f"the reply was cut off at {limit} tokens (the judge's {setting}) "
-            f"before its end; raise {setting} if this recurs"
-        }
+        {"cut_off": f"the reply was cut off {where} before its end; raise {setting} if this recurs"}
     )
 
 

@@ -24,6 +24,7 @@ from summeval_runner._judges._http_errors import (
     JUDGE,
     check_base_url,
     connection_error,
+    cut_off_content,
     not_json,
     status_error,
 )
@@ -228,7 +229,7 @@ class OpenAIChat:
                 completion = json.loads(completion)
             except ValueError:
                 raise not_json(redact_url(self.base_url), completion, self.who) from None
-        content, usage = _reply_of(completion)
+        content, usage = _reply_of(completion, sent)
         return ChatReply(content, usage, rate_limits_of(response.headers))  # type: ignore[attr-defined]
 
     async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
@@ -440,7 +441,9 @@ class OpenAIJudge(AsyncClosing):
 
     def batch_reply(self, body: Mapping[str, Any]) -> JudgeReply:
         """A batch output line's Chat Completions body as a reply, at the batch price."""
-        reply = ChatReply(*_reply_of(body), rate_limits=None)
+        # A batch line is a judge's structured request, sent with the judge's bound.
+        bound = {"response_format": "json", "max_tokens": self.config.max_output_tokens}
+        reply = ChatReply(*_reply_of(body, bound), rate_limits=None)
         return JudgeReply(
             content=reply.content,
             usage=reply.usage or TokenUsage(),
@@ -495,12 +498,15 @@ class OpenAIJudge(AsyncClosing):
         )
 
 
-def _reply_of(completion: Any) -> tuple[str, TokenUsage | None]:
+def _reply_of(completion: Any, sent: Mapping[str, Any]) -> tuple[str, TokenUsage | None]:
     """The reply's text and token usage (``None`` when the body reports none) from a Chat
-    Completions response body.
+    Completions response body, for the request ``sent``.
 
     A body of another shape gives an empty reply, which validation then re-asks and finally
-    reports with the raw reply; a refusal (not JSON) likewise.
+    reports with the raw reply; a refusal (not JSON) likewise. A structured reply cut at the
+    output bound (``finish_reason`` ``length``) is never read as a verdict, even when what came
+    parses: it stands as ``cut_off_content``, re-asked and then an item error naming
+    ``max_output_tokens``. A plain reply (the LLM summarizer's) is kept as it came.
     """
     if not isinstance(completion, Mapping):
         return "", None
@@ -523,6 +529,11 @@ def _reply_of(completion: Any) -> tuple[str, TokenUsage | None]:
     if not isinstance(message, Mapping):
         return "", tokens
     content = message.get("content") or message.get("refusal") or ""
+    if choices[0].get("finish_reason") == "length" and "response_format" in sent:
+        bound = sent.get("max_completion_tokens", sent.get("max_tokens"))
+        return cut_off_content(
+            bound if isinstance(bound, int) else None, "max_output_tokens"
+        ), tokens
     return (content if isinstance(content, str) else str(content)), tokens
 
 
