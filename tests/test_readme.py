@@ -149,3 +149,19 @@ def test_the_nightly_python_example_estimates_then_runs_within_its_budget(
     assert outcome.startswith("completed False $")
     assert float(outcome.split("$")[1]) <= 0.05
     assert noise == "score std over trials: 0.000"  # the loopback server answers alike each time
+
+
+def test_the_readme_links_every_page_of_the_site_and_each_link_is_a_file() -> None:
+    """The README is the site's front door (the site is not hosted): each page of the docs
+    folder is linked from it, relatively, and every relative link names a file that exists."""
+    linked = {
+        target.partition("#")[0]
+        for target in re.findall(r"\]\(([^)\s]+)\)", README)
+        if not target.startswith(("http://", "https://", "#"))
+    }
+    missing_files = sorted(path for path in linked if not (ROOT / path).is_file())
+    assert not missing_files, f"README links to files that do not exist: {missing_files}"
+    pages = {path for path in PAGES if path.startswith("docs/")}
+    unlinked = sorted(pages - linked)
+    assert not unlinked, f"pages of the site the README does not link: {unlinked}"
+    assert "mkdocs serve" in README
