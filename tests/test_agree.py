@@ -41,6 +41,7 @@ from summeval_runner._scorers._fences import fenced
 from tests.app import ENV, FAST_RETRIES, ROOT, SAMPLE, run_agree
 from tests.browser import chromium
 from tests.chat_server import ChatServer, Fault
+from tests.docs_pages import block as readme_block
 
 SYSTEMS = ("copy-two", "copy-one", "wrong-number", "off-topic")
 
@@ -752,15 +753,9 @@ def test_a_relative_ratings_path_is_shown_from_where_the_command_ran(tmp_path: P
     assert set(pd.read_parquet(run_dir / "agreement.parquet")["ratings_path"]) == {str(path)}
 
 
-# --- the README's examples run as shown ------------------------------------------------------
+# --- the agreement page's examples run as shown-------------------------------------------------
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 DEV_DATA = "../shared/data/summeval_dev.jsonl"
-
-
-def readme_block(language: str, text: str) -> str:
-    (found,) = [b for b in re.findall(rf"```{language}\n(.*?)```", README, re.S) if text in b]
-    return found
 
 
 def test_the_readme_agreement_example_in_python_runs_and_prints_as_shown(
@@ -770,7 +765,7 @@ def test_the_readme_agreement_example_in_python_runs_and_prints_as_shown(
     assert DEV_DATA in code
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code.replace(DEV_DATA, str(ratings)), "README.md", "exec"), {})
+        exec(compile(code.replace(DEV_DATA, str(ratings)), "docs/guides/agreement.md", "exec"), {})
     lines = printed.getvalue().splitlines()
     shown = readme_block("text", "summary-level spearman").splitlines()
     assert len(lines) == len(shown)
@@ -798,7 +793,7 @@ def test_the_readme_model_judge_example_runs_against_an_openai_compatible_server
                 code.replace(DEV_DATA, str(ratings)).replace(
                     "http://localhost:8000/v1", http_judge.base_url
                 ),
-                "README.md",
+                "docs/guides/agreement.md",
                 "exec",
             ),
             {},
@@ -816,6 +811,6 @@ def test_the_readme_agreement_query_runs_on_a_real_run(tmp_path: Path, ratings: 
     assert example is not None
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code.replace(example[1], str(run_dir)), "README.md", "exec"), {})
+        exec(compile(code.replace(example[1], str(run_dir)), "docs/guides/agreement.md", "exec"), {})
     assert "spearman" in printed.getvalue()
     assert "kendall" in printed.getvalue()

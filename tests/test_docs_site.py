@@ -167,3 +167,15 @@ def test_every_page_of_the_docs_folder_is_in_the_site_navigation() -> None:
     listed = set(pages(config["nav"]))
     on_disk = {path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").rglob("*.md")}
     assert on_disk - listed == set(), "pages no reader can reach from the navigation"
+
+
+def test_the_judges_page_shows_the_readmes_table_of_judges(site: Path) -> None:
+    """One table of judges, kept in the README and drawn into the site's judges page (a
+    pymdownx snippet between markers), so the two cannot disagree."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("[start:providers] -->")[1].split("<!-- --8<-- [end:providers]")[0]
+    providers = re.findall(r"^\| ([^|`]+?) \| `", table, flags=re.M)
+    assert "Anthropic" in providers
+    rows = _rows(site / "judges" / "index.html")
+    missing = [name for name in providers if name not in rows]
+    assert not missing, f"providers of the README's table missing from the judges page: {missing}"

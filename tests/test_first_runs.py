@@ -27,6 +27,7 @@ from summeval_runner import (
 from summeval_runner._cli import _app
 from tests.app import ENV, openai_run, run_app, run_command, table
 from tests.chat_server import ChatServer, Fault
+from tests.docs_pages import block as docs_block
 from tests.documents import write_dataset
 
 ARTICLE = (
@@ -354,9 +355,7 @@ def test_a_rerun_the_cache_answers_costs_nothing_at_a_price_and_is_unknown_witho
 
 
 def test_the_readmes_precomputed_example_runs_as_written(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    blocks = [b.split("```")[0] for b in readme.split("```bash\n")[1:]]
-    block = next(b for b in blocks if "target=precomputed" in b)
+    block = docs_block("bash", "target=precomputed")  # on the page of your own data
     command = shlex.split(block.replace("\\\n", " "))
     assert command[0] == "summeval-run"
     write_news(tmp_path / "news.csv")

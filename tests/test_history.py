@@ -23,8 +23,8 @@ from summeval_runner._cli import _compare_command
 from summeval_runner._io._compare import config_history
 from summeval_runner._io._history import history_trend
 from tests.app import SAMPLE, run_app, summeval_compare
+from tests.docs_pages import block as block_containing
 from tests.test_compare import baseline_scores, make_run
-from tests.test_readme import block_containing
 
 QUIET = ("runner.progress=false", "runner.cache=off")
 COUNTS = ["items", "scored", "unscorable", "errors", "unfinished", "input_tokens", "output_tokens"]
@@ -200,7 +200,7 @@ def test_the_readmes_history_example_runs(tmp_path: Path) -> None:
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(example, "README.md", "exec"), {})
+        exec(compile(example, "docs/guides/outputs.md", "exec"), {})
 
     lines = printed.getvalue().splitlines()
     assert lines[0].split() == [

@@ -1,4 +1,5 @@
-"""The README's commands and examples are the ones that work.
+"""The README's commands and examples, and those of the documentation site, are the ones that
+work. Each passage is read from the page it is on (``tests/docs_pages.py``).
 
 The examples the README runs as scripts (``python examples/quickstart.py``) run as scripts; the
 others, and ``summeval-run``, run in this process.
@@ -17,17 +18,8 @@ import pytest
 
 from tests.app import ROOT, run_app, run_process
 from tests.chat_server import ChatServer
-
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-
-def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
-
-
-def block_containing(language: str, text: str) -> str:
-    (found,) = [block for block in blocks(language) if text in block]
-    return found
+from tests.docs_pages import PAGES, README, page_blocks
+from tests.docs_pages import block as block_containing
 
 
 def run_script(name: str) -> str:
@@ -46,11 +38,16 @@ def run_example(name: str) -> str:
 
 
 def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None:
-    install_and_run, test = blocks("bash")[0].strip().splitlines()
+    (language, first), *_ = page_blocks("README.md")
+    assert language == "bash"
+    assert README.index("```bash\n" + first) < README.index("\n## ")  # before any section
+    install_and_run, test = first.strip().splitlines()
     assert install_and_run == "pip install -e . && summeval-run"
     assert test.startswith("pip install -e '.[test]' && ")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
     assert ci[-1] == test
+    # The site's first page opens with the same two commands.
+    assert page_blocks("docs/index.md")[0] == ("bash", first)
 
 
 def test_the_offline_example_prints_what_the_readme_shows() -> None:
@@ -80,13 +77,13 @@ def test_the_openai_example_runs_against_an_openai_compatible_server(
 
 
 def test_the_fake_judge_example_runs() -> None:
-    exec(compile(block_containing("python", "FakeJudge("), "README.md", "exec"), {})
+    exec(compile(block_containing("python", "FakeJudge("), "docs/judges.md", "exec"), {})
 
 
 def test_the_run_evals_example_runs() -> None:
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(block_containing("python", "run_evals("), "README.md", "exec"), {})
+        exec(compile(block_containing("python", "run_evals(\n"), "docs/guides/python.md", "exec"), {})
 
     assert "museum scored" in printed.getvalue()
     # result.counts is a pydantic model (RunCounts): print() shows its fields.
@@ -107,7 +104,12 @@ def test_the_readme_queries_run_on_a_real_run(tmp_path: Path) -> None:
     ).fetchall()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(block_containing("python", "pd.read_parquet").replace(example_dir, str(run_dir)), {})
+        exec(
+            block_containing("python", 'pd.read_parquet("outputs/2026-11-30').replace(
+                example_dir, str(run_dir)
+            ),
+            {},
+        )
 
     assert len(rows) == 5
     assert rows[0][3] >= rows[-1][3] >= 1  # item_id, trial, score, missed
@@ -119,7 +121,9 @@ def test_every_items_column_is_documented() -> None:
 
     documented = set(
         re.findall(
-            r"^\| `([a-z_0-9]+)`(?:, `([a-z_0-9]+)`)?(?:, `([a-z_0-9]+)`)?", README, flags=re.M
+            r"^\| `([a-z_0-9]+)`(?:, `([a-z_0-9]+)`)?(?:, `([a-z_0-9]+)`)?",
+            PAGES["docs/guides/outputs.md"],
+            flags=re.M,
         )
     )
     names = {name for group in documented for name in group if name}
@@ -145,3 +149,19 @@ def test_the_nightly_python_example_estimates_then_runs_within_its_budget(
     assert outcome.startswith("completed False $")
     assert float(outcome.split("$")[1]) <= 0.05
     assert noise == "score std over trials: 0.000"  # the loopback server answers alike each time
+
+
+def test_the_readme_links_every_page_of_the_site_and_each_link_is_a_file() -> None:
+    """The README is the site's front door (the site is not hosted): each page of the docs
+    folder is linked from it, relatively, and every relative link names a file that exists."""
+    linked = {
+        target.partition("#")[0]
+        for target in re.findall(r"\]\(([^)\s]+)\)", README)
+        if not target.startswith(("http://", "https://", "#"))
+    }
+    missing_files = sorted(path for path in linked if not (ROOT / path).is_file())
+    assert not missing_files, f"README links to files that do not exist: {missing_files}"
+    pages = {path for path in PAGES if path.startswith("docs/")}
+    unlinked = sorted(pages - linked)
+    assert not unlinked, f"pages of the site the README does not link: {unlinked}"
+    assert "mkdocs serve" in README

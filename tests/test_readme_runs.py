@@ -1,14 +1,17 @@
-"""Every runnable example of the README runs in the suite, as it is written (issue 32).
+"""Every runnable example of the README and of the documentation site runs in the suite, as it
+is written (issues 32 and 31).
 
-Each example is read from README.md itself (a block found by a phrase it holds), so a block that
-goes stale fails here. Commands run in this process through the package's entry points
+Each example is read from its page (README.md or a page under docs/: a block found by a phrase it
+holds, on whichever page it is; ``tests/docs_pages.py``), so a block that goes stale fails
+here. Commands run in this process through the package's entry points
 (``tests/app.py``), from a folder laid out as the README says: run directories at the paths the
 README names, the development set's place beside the repository. The OpenAI judge and the LLM
 agent are served by the loopback server (``OPENAI_BASE_URL``), as the README's figures were.
 
 ``test_every_runnable_block_is_run_somewhere`` keeps the list whole: every ``bash``, ``python``
-and ``sql`` block of the README is either run by a test (here or in the test file named) or
-listed with the reason it cannot run in the suite (a SLURM cluster, a model on port 8000).
+and ``sql`` block of every page is either run by a test (here or in the test file named) or
+listed with the reason it cannot run in the suite (a SLURM cluster, a model on port 8000), and
+no page has a block whose language is not named (it could hide a command from the list).
 """
 
 from __future__ import annotations
@@ -35,9 +38,8 @@ from summeval_runner._cli import _agree, _app, _cache_command, _compare_command,
 from tests import chat_server as chat_server_module
 from tests.app import ROOT, SAMPLE, SAMPLE_ITEMS, Completed, run_command, run_process
 from tests.chat_server import ChatServer
+from tests.docs_pages import PAGES, block, page_blocks
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCK = re.compile(r"```(\w+)\n(.*?)```", flags=re.S)
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "summeval-run": _app.run,
     "summeval-agree": _agree.run,
@@ -46,15 +48,6 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "summeval-cache": _cache_command.main,
 }
 KEY = "sk-test-readme-0123456789"
-
-
-def blocks(language: str) -> list[str]:
-    return [body for lang, body in BLOCK.findall(README) if lang == language]
-
-
-def block(language: str, text: str) -> str:
-    (found,) = [body for body in blocks(language) if text in body]
-    return found
 
 
 def command_lines(script: str) -> list[str]:
@@ -213,7 +206,9 @@ def test_the_outputs_examples_run_as_written(
     history, _ = exec_block(
         block("python", "FROM 'outputs/**/runs.parquet'"), two_trials, monkeypatch
     )
-    items, _ = exec_block(block("python", "pd.read_parquet"), two_trials, monkeypatch)
+    items, _ = exec_block(
+        block("python", 'pd.read_parquet("outputs/2026-11-30'), two_trials, monkeypatch
+    )
     trend, _ = exec_block(block("python", "load_history("), two_trials, monkeypatch)
 
     assert "started_at" in history
@@ -479,7 +474,7 @@ RUN_HERE = {
     "dataset=news target=my_agent": "test_your_own_dataset_and_agent_run_as_shown",
     "# my_agents.py": "test_your_own_dataset_and_agent_run_as_shown",
     "FROM 'outputs/**/runs.parquet'": "test_the_outputs_examples_run_as_written",
-    'pd.read_parquet("outputs/': "test_the_outputs_examples_run_as_written",
+    'pd.read_parquet("outputs/2026-11-30': "test_the_outputs_examples_run_as_written",
     "coverage.parquet' c USING": JOIN,
     "summeval-run -m target.k=1,3": "test_the_comparison_commands_run_as_shown",
     "summeval-compare outputs/2026-11-29": "test_the_comparison_commands_run_as_shown",
@@ -505,13 +500,20 @@ RUN_HERE = {
     "runner.mode=batch runner.trials=3 runner.estimate=true": (
         "test_the_nights_commands_estimate_stop_at_the_budget_and_resume"
     ),
-    "pip install -e . && summeval-run": "test_the_first_run_prints_what_the_readme_shows",
+    # The README's two commands, and the same two opening the site's first page.
+    "pip install -e . && summeval-run": (
+        "tests/test_readme.py::test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second"
+    ),
     # Run by the files that test what they show.
     "load_history(": "tests/test_history.py::test_the_readmes_history_example_runs",
     "Score a summary with the offline judge": "tests/test_readme.py",
     "Score a batch with an OpenAI judge": "tests/test_readme.py",
     "run_evals(\n": "tests/test_readme.py",
     "An estimate, then the run": "tests/test_readme.py",
+    # The site shows examples/quickstart.py itself (a snippet), the README a copy checked equal.
+    '--8<-- "examples/quickstart.py"': (
+        "tests/test_readme.py::test_the_offline_example_prints_what_the_readme_shows"
+    ),
     "FakeJudge(": "tests/test_readme.py",
     "HumanRatings(": "tests/test_agree.py",
     "dataset.fields.output=summary dataset.fields.metadata=[] target=precomputed": (
@@ -526,16 +528,36 @@ NOT_RUN = {
     "python bench/throughput.py": "benchmarks of minutes, figures not checks",
     # tests/test_azure_judge.py runs the same options against the suite's loopback server.
     "AZURE_OPENAI_API_KEY=... summeval-run model=azure": "an Azure OpenAI resource and its key",
+    # tests/test_anthropic_judge.py runs the same options against its loopback Messages API.
+    "pip install 'summeval_runner[anthropic]'": "Anthropic's API and its key",
+    "target.provider=anthropic target.name=claude-haiku-4-5": "Anthropic's API and its key",
+    # tests/test_panel.py runs panels of these shapes against the loopback server.
+    "model=panel 'model.judges=[openai/gpt-4.1-mini,offline]'": (
+        "OpenAI's API and an Azure deployment, with their keys"
+    ),
+    "JudgePanel((judge_a, judge_b, judge_c)": "a fragment: its judges and texts are yours",
+    'pd.read_parquet("outputs/.../alignment.parquet")': (
+        "a fragment: outputs/... stands for your panel's run directory"
+    ),
+    "summeval-compare outputs/2026-12-03/02-00-00 --fail-if-flagged": (
+        "DuckDB's own command-line program, a separate download (tests/test_flags.py gates)"
+    ),
+    "python bench/robustness.py --judge openai": "a model judge: OpenAI's API or a model server",
 }
 
 
 def test_every_runnable_block_is_run_somewhere() -> None:
     phrases = {**RUN_HERE, **NOT_RUN}
-    for language in ("bash", "python", "sql"):
-        for body in blocks(language):
+    assert "README.md" in PAGES
+    assert "docs/guides/outputs.md" in PAGES  # the site's pages are read too
+    for page in PAGES:
+        for language, body in page_blocks(page):
+            assert language, f"{page}: a block without a language (bash, text ...):\n{body}"
+            if language not in ("bash", "python", "sql"):
+                continue
             claimed = [phrase for phrase in phrases if phrase in body]
             assert len(claimed) == 1, (
-                f"a README {language} block is claimed by {claimed or 'no test'}: run it in "
+                f"a {language} block of {page} is claimed by {claimed or 'no test'}: run it in "
                 f"tests/test_readme_runs.py, or list it in NOT_RUN with the reason:\n{body}"
             )
     for where in RUN_HERE.values():
