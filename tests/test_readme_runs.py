@@ -531,6 +531,9 @@ NOT_RUN = {
     # tests/test_anthropic_judge.py runs the same options against its loopback Messages API.
     "pip install 'summeval_runner[anthropic]'": "Anthropic's API and its key",
     "target.provider=anthropic target.name=claude-haiku-4-5": "Anthropic's API and its key",
+    # tests/test_google_judge.py runs the same options against its loopback generateContent.
+    "pip install 'summeval_runner[google]'": "Google's Gemini API and its key",
+    "target.provider=google target.name=gemini-2.5-flash": "Google's Gemini API and its key",
     # tests/test_panel.py runs panels of these shapes against the loopback server.
     "model=panel 'model.judges=[openai/gpt-4.1-mini,offline]'": (
         "OpenAI's API and an Azure deployment, with their keys"
