@@ -23,9 +23,10 @@ from summeval_runner._errors import (
 )
 from summeval_runner._judges._anthropic import AnthropicMessages
 from summeval_runner._judges._google import GeminiChat, GeminiReply
-from summeval_runner._judges._openai import OpenAIChat, estimate_tokens
+from summeval_runner._judges._openai import OpenAIChat
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import FREE, JudgeReply, Price, TokenUsage
+from summeval_runner._judges._request import estimate_tokens
 from summeval_runner._judges._text import split_sentences
 from summeval_runner._messages import extract_source
 from summeval_runner._runner._cache import AgentCache

@@ -29,8 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from summeval_runner._errors import (
     ConfigError,
-    JudgeInputTooLargeError,
-    MissingAPIKeyError,
 )
 from summeval_runner._judges._http_errors import (
     JUDGE,
@@ -41,7 +39,7 @@ from summeval_runner._judges._http_errors import (
     status_error,
 )
 from summeval_runner._judges._loop_clients import LoopClients
-from summeval_runner._judges._openai import _describe, estimate_tokens
+from summeval_runner._judges._openai import _describe
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     AsyncClosing,
@@ -52,12 +50,11 @@ from summeval_runner._judges._protocol import (
     RateLimits,
     TokenUsage,
 )
-from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
+from summeval_runner._judges._request import api_key_from, refuse_too_large
+from summeval_runner._secrets import redact_url, register_url_secrets
 
 INSTALL = "pip install 'summeval_runner[anthropic]'"
 _DEFAULT_BASE_URL = "https://api.anthropic.com"
-# Sent when api_key_env is None (a gateway that wants no key): the SDK requires one.
-_NO_KEY = "no-key"
 # What a cache read and a cache write cost, as a share of the input price (Anthropic's prompt
 # caching: reads at a tenth, five-minute writes at 1.25 times).
 _CACHE_READ, _CACHE_WRITE = 0.1, 1.25
@@ -161,14 +158,7 @@ class AnthropicMessages:
         check_base_url(self.base_url)
         self._timeout_s = timeout_s
         self._max_retries = max_retries
-        if api_key_env is None:
-            self._api_key = _NO_KEY
-        else:
-            key = os.environ.get(api_key_env, "")
-            if not key.strip():
-                raise MissingAPIKeyError(api_key_env, who=who)
-            self._api_key = key
-            register_secret(key)
+        self._api_key = api_key_from(api_key_env, who)
         self._clients = LoopClients(self._new_client, self._sdk.AsyncAnthropic.close)
 
     def __repr__(self) -> str:
@@ -491,16 +481,7 @@ class AnthropicJudge(AsyncClosing):
         return body
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        limit = self.config.max_input_tokens
-        if limit is not None:
-            size = estimate_tokens(m.content for m in request.messages)
-            if size > limit:
-                raise JudgeInputTooLargeError(
-                    f"the {request.step} request is about {size} tokens, more than the judge's "
-                    f"max_input_tokens ({limit}); the source or the summary is too long for it",
-                    size=size,
-                    limit=limit,
-                )
+        refuse_too_large(request, self.config.max_input_tokens)
         reply = await self._messages.create(self.request_body(request), tool=request.schema_name)
         return JudgeReply(
             content=reply.content,

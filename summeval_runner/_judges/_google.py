@@ -59,7 +59,7 @@ from summeval_runner._judges._http_errors import (
     status_error,
 )
 from summeval_runner._judges._loop_clients import LoopClients
-from summeval_runner._judges._openai import ChatReply, _describe, estimate_tokens
+from summeval_runner._judges._openai import ChatReply, _describe
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
@@ -71,6 +71,7 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._judges._rate_headers import _duration_s
+from summeval_runner._judges._request import refuse_too_large
 from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
 
 if TYPE_CHECKING:
@@ -650,16 +651,7 @@ class GoogleJudge(AsyncClosing):
         return params
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        limit = self.config.max_input_tokens
-        if limit is not None:
-            size = estimate_tokens(m.content for m in request.messages)
-            if size > limit:
-                raise JudgeInputTooLargeError(
-                    f"the {request.step} request is about {size} tokens, more than the judge's "
-                    f"max_input_tokens ({limit}); the source or the summary is too long for it",
-                    size=size,
-                    limit=limit,
-                )
+        refuse_too_large(request, self.config.max_input_tokens)
         reply = await self._chat.complete(self.request_body(request))
         if reply.blocked is not None:
             # The API's filters answer the same request alike: the item's error, not retried.

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,7 +17,6 @@ from summeval_runner._errors import (
     JudgeAPIError,
     JudgeError,
     JudgeInputTooLargeError,
-    MissingAPIKeyError,
 )
 from summeval_runner._judges._http_errors import (
     JUDGE,
@@ -42,15 +40,12 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._judges._rate_headers import rate_limits_of
+from summeval_runner._judges._request import api_key_from, refuse_too_large
 from summeval_runner._secrets import (
     redact_url,
-    register_secret,
     register_url_secrets,
 )
 
-# Sent when api_key_env is None: local servers (vLLM, Ollama, llama.cpp) want no key, but the SDK
-# requires one.
-_NO_KEY = "no-key"
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # The request option the SDK's with_raw_response sends: the call returns the HTTP response (its
 # headers: the server's rate-limit state) and parses the body on request.
@@ -143,14 +138,7 @@ class OpenAIChat:
         check_base_url(self.base_url)
         self._timeout_s = timeout_s
         self._max_retries = max_retries
-        if api_key_env is None:
-            self._api_key = _NO_KEY
-        else:
-            key = os.environ.get(api_key_env, "")
-            if not key.strip():
-                raise MissingAPIKeyError(api_key_env, who=who)
-            self._api_key = key
-            register_secret(key)
+        self._api_key = api_key_from(api_key_env, who)
         self._clients = LoopClients(self._new_client, openai.AsyncOpenAI.close)
         # The parameters each model refused, learned from its refusals (_learned).
         self.lessons = ParameterLessons(redact_url(self.base_url))
@@ -386,16 +374,7 @@ class OpenAIJudge(AsyncClosing):
         }
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        limit = self.config.max_input_tokens
-        if limit is not None:
-            size = estimate_tokens(m.content for m in request.messages)
-            if size > limit:
-                raise JudgeInputTooLargeError(
-                    f"the {request.step} request is about {size} tokens, more than the judge's "
-                    f"max_input_tokens ({limit}); the source or the summary is too long for it",
-                    size=size,
-                    limit=limit,
-                )
+        refuse_too_large(request, self.config.max_input_tokens)
         try:
             reply = await self._chat.complete(self.request_body(request))
         except JudgeAPIError as error:
@@ -536,14 +515,6 @@ def _reply_of(completion: Any, sent: Mapping[str, Any]) -> tuple[str, TokenUsage
         ), tokens
     return (content if isinstance(content, str) else str(content)), tokens
 
-
-def estimate_tokens(texts: Sequence[str] | Any) -> int:
-    """A request's size in tokens, estimated without a tokenizer: four bytes of text a token.
-
-    >>> estimate_tokens(["one two three four"])
-    9
-    """
-    return sum(4 + math.ceil(len(text.encode("utf-8")) / 4) for text in texts)
 
 
 def _translate(

@@ -21,7 +21,6 @@ from typing import Any
 
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._datasets import Item
-from summeval_runner._judges._openai import estimate_tokens
 from summeval_runner._judges._panel import JudgePanel, judges_of
 from summeval_runner._judges._prices import looked_up_price
 from summeval_runner._judges._protocol import (
@@ -35,6 +34,7 @@ from summeval_runner._judges._protocol import (
     judge_name,
     judge_price,
 )
+from summeval_runner._judges._request import estimate_tokens
 from summeval_runner._judges._text import split_sentences
 from summeval_runner._messages import extract_source
 from summeval_runner._runner._cache import (
