@@ -48,7 +48,7 @@ from summeval_runner import (  # noqa: E402
 )
 from summeval_runner._judges._text import split_sentences  # noqa: E402
 
-SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
+SAMPLE = ROOT / "data" / "sample_articles.jsonl"
 POOL = 20
 
 

@@ -52,7 +52,7 @@ from summeval_runner._io._tables import ALIGNMENT_SCHEMA, COVERAGE_SCHEMA, ITEMS
 from tests.browser import browser  # noqa: E402
 
 BUDGET_BYTES = 15_000_000  # 15 MB, as the sizes are printed
-SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
+SAMPLE = ROOT / "data" / "sample_articles.jsonl"
 ITEMS_WITH_COST = ITEMS_SCHEMA  # judge_cost and target_cost are among its columns
 SCORER = "summarization-scorer"
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
+SAMPLE = ROOT / "data" / "sample_articles.jsonl"
 SOURCE_WORDS, SUMMARY_WORDS = 250, 60
 
 

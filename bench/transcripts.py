@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from summeval_runner import create_summarization_scorer, run_evals  # noqa: E402
 from summeval_runner._judges._text import split_sentences  # noqa: E402
 
-SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
+SAMPLE = ROOT / "data" / "sample_articles.jsonl"
 
 
 def items(count: int) -> list[dict[str, str]]:

@@ -23,7 +23,7 @@ import pandas as pd
 from summeval_runner._cli import _agree, _app, _cache_command, _compare_command, _merge_command
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
+SAMPLE = ROOT / "data" / "sample_articles.jsonl"
 SAMPLE_ITEMS = len(SAMPLE.read_text(encoding="utf-8").splitlines())
 SECRET = "sk-test-SECRET-0123456789"
 ENV = {"OPENAI_API_KEY": SECRET}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The sample that ships inside the package (summeval-run's default dataset).
-SAMPLE = ROOT / "summeval_runner" / "data" / "sample_articles.jsonl"
+SAMPLE = ROOT / "data" / "sample_articles.jsonl"
 
 
 def write_dataset(path: Path, count: int) -> Path:

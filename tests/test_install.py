@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -27,12 +28,15 @@ import summeval_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_ITEMS = 26
+# The repository's top-level folders that ship inside the package, under these import names.
+SHIPPED_INSIDE = {"configs": "summeval_runner._configs", "data": "summeval_runner.data"}
 # pyproject's `license = "MIT"` (PEP 639) needs setuptools 77 to build.
 SETUPTOOLS_FOR_LICENSE_EXPRESSIONS = (77,)
 
 
 @dataclass(frozen=True)
 class Installed:
+    wheel: Path
     venv: Path
     python: Path
     bin: Path
@@ -63,11 +67,11 @@ def _build_wheel(work: Path) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "summeval_runner",
-        source / "summeval_runner",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
+    # The package and the two top-level folders pyproject.toml maps into it.
+    for name in ("summeval_runner", *SHIPPED_INSIDE):
+        shutil.copytree(
+            ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
     isolation = ["--no-build-isolation"] if _can_build_here() else []
     _pip("wheel", "--no-deps", *isolation, "--wheel-dir", str(work / "dist"), str(source))
     (wheel,) = (work / "dist").glob("summeval_runner-*.whl")
@@ -101,7 +105,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     (site / "_summeval_test_dependencies.pth").write_text(
         "".join(f"{path}\n" for path in _dependency_dirs()), encoding="utf-8"
     )
-    return Installed(venv, python, venv / "bin")
+    return Installed(wheel, venv, python, venv / "bin")
 
 
 def _env() -> dict[str, str]:
@@ -126,6 +130,37 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(
     imported = Path(out.strip()).resolve()
     assert imported.is_relative_to(installed.venv.resolve()), (imported, err)
     assert not imported.is_relative_to(ROOT)
+
+
+def _checkout_files(folder: Path) -> set[str]:
+    return {
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
+
+
+def test_the_wheel_holds_every_file_of_the_package_and_of_configs_and_data_inside_it(
+    installed: Installed,
+) -> None:
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        names = set(wheel.namelist())
+    # Nothing but the package at the wheel's top level: a top-level `configs` or `data` would
+    # land in every user's site-packages as modules of those names.
+    assert {name.split("/")[0] for name in names} == {
+        "summeval_runner",
+        f"summeval_runner-{summeval_runner.__version__}.dist-info",
+    }
+    # Every file of the checkout's package, a subpackage missing from pyproject's list included.
+    expected = {f"summeval_runner/{name}" for name in _checkout_files(ROOT / "summeval_runner")}
+    # The configs and the data under the names the code imports (Hydra: pkg://summeval_runner._configs).
+    for folder, package in SHIPPED_INSIDE.items():
+        inside = package.replace(".", "/")
+        expected |= {f"{inside}/{name}" for name in _checkout_files(ROOT / folder)}
+    assert "summeval_runner/_configs/model/openai.yaml" in expected
+    assert "summeval_runner/data/sample_articles.jsonl" in expected
+    missing = sorted(expected - names)
+    assert not missing, f"files of the checkout missing from the wheel: {missing}"
 
 
 def test_summeval_run_runs_the_default_job_from_an_empty_directory(

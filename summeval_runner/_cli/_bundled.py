@@ -6,12 +6,18 @@ Both are found from the installed package, never from a checkout or the current 
 - The configs are read by Hydra as the package ``summeval_runner._configs`` (``CONFIG_PATH``).
   A primary ``pkg://`` source must be a module with an ``__init__.py``, hence a package, and a
   private one (``_``) like every module the public API does not name.
-- The data files are in ``summeval_runner/data/``; a config names one as
+- The data files are in the package ``summeval_runner.data``; a config names one as
   ``${summeval.bundled:sample_articles.jsonl}``, which resolves to its absolute path.
+
+In a checkout both are top-level folders, ``configs/`` and ``data/``, which pyproject.toml's
+``package-dir`` maps onto those two packages: a wheel holds them inside ``summeval_runner/``, an
+editable install's finder points the names at the checkout's folders. Either way the import
+system finds them, never a path relative to this file.
 """
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -20,7 +26,16 @@ from omegaconf import OmegaConf
 CONFIG_PATH = "pkg://summeval_runner._configs"
 CONFIG_NAME = "config"
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_PACKAGE = "summeval_runner.data"
+
+
+def _data_dir() -> Path:
+    root = resources.files(DATA_PACKAGE)
+    # A dataset is read by its path (and the manifest records it), so the files must be files on
+    # disk: they are in a wheel or an editable install, not in a zipped one.
+    if not isinstance(root, Path):
+        raise RuntimeError(f"{DATA_PACKAGE} is not installed as files on disk (found {root!r})")
+    return root.resolve()
 
 
 def bundled_data(name: str) -> str:
@@ -31,7 +46,7 @@ def bundled_data(name: str) -> str:
     """
     if not name or Path(name).name != name:
         raise ValueError(f"a bundled data file is named by its file name alone, got {name!r}")
-    return str(DATA_DIR / name)
+    return str(_data_dir() / name)
 
 
 # Registered on import, not in main(): a launcher's worker process (joblib, Ray, Submitit)

@@ -1,9 +1,9 @@
 """The app's structured configs, registered in Hydra's ConfigStore.
 
-The YAML files in ``summeval_runner/_configs/`` fill these in; OmegaConf checks every value's
-type as the config is composed, and ``_plan`` checks the rules (ranges, providers, import paths)
-before any work. The ``runner`` group is ``RunOptions`` field for field (its defaults are
-``RunOptions``'s), plus ``resume``.
+The YAML files in ``configs/`` (the package ``summeval_runner._configs``) fill these in;
+OmegaConf checks every value's type as the config is composed, and ``_plan`` checks the rules
+(ranges, providers, import paths) before any work. The ``runner`` group is ``RunOptions`` field
+for field (its defaults are ``RunOptions``'s), plus ``resume``.
 """
 
 from __future__ import annotations
@@ -170,8 +170,8 @@ class AgreeConfig:
 
 
 def register_configs(store: ConfigStore) -> None:
-    """Register the schemas that ``_configs/config.yaml`` (``summeval-run``) and
-    ``_configs/agree.yaml`` (``summeval-agree``) build on."""
+    """Register the schemas that ``configs/config.yaml`` (``summeval-run``) and
+    ``configs/agree.yaml`` (``summeval-agree``) build on."""
     store.store(name="base_config", node=AppConfig)
     store.store(name="agree_base_config", node=AgreeConfig)
 
