@@ -272,13 +272,13 @@ def test_history_gates_on_the_newest_run_even_when_it_did_not_complete(
 
     assert gated.returncode == 1, gated.stdout + gated.stderr
     assert "(3 runs)" in gated.stdout
-    assert f"summeval-compare: gate: nightly (day3) ({newest}) {gate}" in gated.stderr
+    assert f"summeval-compare: gate: nightly ({newest}) {gate}" in gated.stderr
     # Compared with the latest earlier completed run, which passes.
     assert "day2" in gated.stdout
     assert "day1)" not in gated.stderr
     assert "day2)" not in gated.stderr
     assert ungated.returncode == 0, ungated.stderr
-    assert f"summeval-compare: note: nightly (day3) ({newest}) is {status}" in ungated.stderr
+    assert f"summeval-compare: note: nightly ({newest}) is {status}" in ungated.stderr
 
 
 def test_a_killed_run_counts_its_whole_selection_unfinished(tmp_path: Path) -> None:

@@ -117,11 +117,29 @@ def test_with_history_only_the_newest_run_is_held_to_the_floor(tmp_path: Path) -
 
     assert recovered.returncode == 0, recovered.stderr  # day1 was low; day2 is the one gated
     assert fell.returncode == 1, fell.stderr
-    assert "below threshold: nightly (day3)" in fell.stderr
+    assert f"below threshold: nightly ({folder / 'day3'}): score mean" in fell.stderr
+    assert fell.stderr.count("day3") == 1  # the run is named once: its label, its directory
     assert "score mean 0.400 over 10 scored items is below the threshold 0.6" in fell.stderr
     assert "day2" not in fell.stderr
     assert alone.returncode == 1, alone.stderr
     assert "score mean 0.400" in alone.stderr
+
+
+def test_two_runs_of_one_variant_below_the_floor_are_each_named_once(tmp_path: Path) -> None:
+    low = dict.fromkeys(baseline_scores(count=10), (0.4, 0.5, 0.4))
+    first = make_run(tmp_path / "first", "nightly", low)
+    second = make_run(tmp_path / "second", "nightly", low)
+
+    done = summeval_compare(
+        str(first), str(second), "--fail-if-below", "0.6", "--out", str(tmp_path), cwd=tmp_path
+    )
+
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "below threshold" in line]
+    assert [line.split(": score mean")[0] for line in lines] == [
+        f"summeval-compare: below threshold: nightly ({first})",
+        f"summeval-compare: below threshold: nightly ({second})",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -209,3 +209,18 @@ def test_a_sweep_of_shards_under_a_launcher_is_labelled_by_the_run_not_the_launc
     )
 
     assert (unnamed, named, with_data) == ("default", "nightly", "dataset=news")
+
+
+def test_runs_that_differ_only_in_their_trials_have_two_labels() -> None:
+    def label(overrides: list[str], fixed: set[str] | None) -> str:
+        return variant_label(OmegaConf.create({"variant": None}), job(overrides, fixed))
+
+    # Two single runs, and a sweep over the trials (-m runner.trials=1,3 target.k=2).
+    alone = [label(["target.k=2", *trials], None) for trials in ([], ["runner.trials=3"])]
+    swept = [label(["target.k=2", f"runner.trials={n}"], {"target.k"}) for n in (1, 3)]
+
+    assert alone == ["target.k=2", "runner.trials=3,target.k=2"]
+    # The default's trials are not named; a job that varies nothing else keeps its own label.
+    assert swept == ["target.k=2", "runner.trials=3"]
+    # The runner's other settings still change no label.
+    assert label(["target.k=2", "runner.max_items_in_flight=4"], None) == "target.k=2"

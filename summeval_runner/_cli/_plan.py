@@ -220,7 +220,8 @@ def variant_label(runner: DictConfig, job: HydraJob) -> str:
     Unset, in a sweep: the job's overrides of the options the sweep varies (``target.k=1``; not
     the runner's settings, not those the command line fixes for every job); outside a sweep, or
     in one that varies only the runner's settings (shards): the job's overrides less the
-    runner's settings and the prices (which change no verdict); else ``default``. Named as
+    runner's settings and the prices (which change no verdict); else ``default``.
+    ``runner.trials`` other than the default is named as the job's own override is. Named as
     ``variant_name`` names them (sorted, long values shortened to a prefix and a hash, no
     credential), and at most 64 characters (``label_name``). Set in a sweep to one name for
     every job: that name, then what the job varies (``prompts: target=prompt_a``); a job that
@@ -244,10 +245,19 @@ _NO_VERDICT = frozenset({"model.price", "target.price"})
 
 
 def _own(job: HydraJob) -> list[str]:
-    """The job's overrides, less the runner's own settings and Hydra's (its launcher too)."""
+    """The job's overrides, less the runner's own settings and Hydra's (its launcher too);
+    ``runner.trials`` is kept where it is not the default: the trials change what a score is
+    (a mean over them), so two runs that differ in them must not share a label."""
     return [
-        o for o in job.overrides if not override_key(o).startswith(("runner.", "hydra.", "hydra/"))
+        o
+        for o in job.overrides
+        if not override_key(o).startswith(("runner.", "hydra.", "hydra/")) or _trials(o)
     ]
+
+
+def _trials(override: str) -> bool:
+    key, _, value = override.partition("=")
+    return key.lstrip("+") == "runner.trials" and value.strip() != str(RunOptions.trials)
 
 
 def _varied(job: HydraJob) -> str:

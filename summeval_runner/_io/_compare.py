@@ -129,6 +129,15 @@ def _where(path: Path, runs: list[Run]) -> str:
     return path.name if names.count(path.name) == 1 else f"{path.parent.name}/{path.name}"
 
 
+def named(variant: str, run_dir: str) -> str:
+    """A run as the gate's lines name it: its label and its directory, once. A label told
+    apart by its directory's tail (``nightly (day3)``) drops that tail for the full path."""
+    tail = variant.rsplit(" (", 1)
+    if len(tail) == 2 and tail[1].endswith(")") and run_dir.endswith(tail[1][:-1]):
+        variant = tail[0]
+    return f"{variant} ({run_dir})"
+
+
 def labelled(runs: list[Run]) -> list[Run]:
     """The runs, each with a label no other has: its variant, and where two runs share one
     (two nightly runs of "default"), its directory too."""
@@ -613,7 +622,7 @@ class BelowThreshold:
     threshold: float
 
     def describe(self) -> str:
-        where = f"{self.variant} ({self.run_dir})"
+        where = named(self.variant, self.run_dir)
         if self.mean is None:
             return (
                 f"{where}: {self.dimension} has no mean (no item scored), so it cannot be shown "
@@ -719,10 +728,10 @@ class BrokenRun:
             if self.unfinished
             else ""
         )
-        return f"{self.variant} ({self.run_dir}) is {self.status}{left}"
+        return f"{named(self.variant, self.run_dir)} is {self.status}{left}"
 
     def describe(self) -> str:
-        where = f"{self.variant} ({self.run_dir})"
+        where = named(self.variant, self.run_dir)
         if self.failure == "unfinished" and self.status == "running":
             # Its manifest is the one written at its start: it never ended, or not yet.
             return (
@@ -801,7 +810,7 @@ class FlaggedRun:
     items: int
 
     def describe(self) -> str:
-        where = f"{self.variant} ({self.run_dir})"
+        where = named(self.variant, self.run_dir)
         if self.flagged is None:
             return (
                 f"{where} was made before the manipulation checks (its items.parquet has no "
@@ -839,7 +848,7 @@ class UnpairedRun:
     shares_items: bool
 
     def describe(self) -> str:
-        where = f"{self.variant} ({self.run_dir})"
+        where = named(self.variant, self.run_dir)
         if self.shares_items:
             return (
                 f"{where} has no item scored in both it and the baseline {self.baseline}: "
