@@ -504,13 +504,7 @@ def _write_questions(journal: Path, path: Path, *, run_id: str, variant: str) ->
     writer = pq.ParquetWriter(path, QUESTIONS_SCHEMA)
     try:
         batch: list[QuestionsLine] = []
-        for _, _, line in _lines(journal):
-            if not line.startswith(_QUESTIONS):
-                continue
-            try:
-                read = _QuestionsLineWrapper.model_validate_json(line).questions
-            except ValidationError:
-                continue  # reported with its line number when the journal's items were read
+        for read in _question_lines(journal):
             if read.origin == "also_drawn":
                 continue  # a set written already, with one drawer more: the same questions
             batch.append(read)
@@ -587,15 +581,22 @@ def journal_questions(journal: Path) -> Iterator[QuestionsLine]:
     written: ``journaled_questions`` read line by line, so that a million sources' sets never
     sit in memory (which sets were met is kept as 8-byte digests, ``DigestSet``)."""
     met = DigestSet()
+    for shared in _question_lines(journal):
+        if met.add(f"{shared.judge}\n{shared.key}"):
+            yield shared
+
+
+def _question_lines(journal: Path) -> Iterator[QuestionsLine]:
+    """Every question-set line of a journal, parsed, in the order written; a line that does not
+    parse is passed over here: it is reported with its line number when the items are read."""
     for _, _, line in _lines(journal):
         if not line.startswith(_QUESTIONS):
             continue
         try:
-            shared = _QuestionsLineWrapper.model_validate_json(line).questions
+            read = _QuestionsLineWrapper.model_validate_json(line).questions
         except ValidationError:
-            continue  # reported with its line number when the journal's items are read
-        if met.add(f"{shared.judge}\n{shared.key}"):
-            yield shared
+            continue
+        yield read
 
 
 def journaled_ids(run_dir: Path) -> IdSet:
