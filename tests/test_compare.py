@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,8 +30,10 @@ from summeval_runner import (
     run_evals,
     write_report,
 )
+from summeval_runner._io._compare import load_run
 from summeval_runner._io._manifest import DatasetInfo, Manifest
 from summeval_runner._io._tables import ITEMS_SCHEMA
+from summeval_runner._stats import paired_bootstrap_ci, paired_permutation_p
 from tests.app import (
     ENV,
     SAMPLE,
@@ -286,9 +289,7 @@ def test_a_killed_run_counts_its_whole_selection_unfinished(tmp_path: Path) -> N
     # known) and it has no tables; its dataset had 26 items.
     folder = tmp_path / "outputs"
     make_run(folder / "day1", "nightly", baseline_scores(count=26), started_at="2026-11-01")
-    killed = make_run(
-        folder / "day2", "nightly", {}, started_at="2026-11-02", run_status="running"
-    )
+    killed = make_run(folder / "day2", "nightly", {}, started_at="2026-11-02", run_status="running")
     manifest = json.loads((killed / "manifest.json").read_text("utf-8"))
     manifest |= {"unfinished": None, "dataset": {"path": "d", "items": 26}}
     (killed / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
@@ -1062,3 +1063,36 @@ def test_lists_of_the_same_inputs_in_another_order_with_other_outputs_compare(
     assert comparison["n_paired"].dropna().tolist() == [3, 3, 3]
     with pytest.raises(InputError, match="dataset: other has inputs sha256"):
         compare_runs([tmp_path / "first", tmp_path / "other"])
+
+
+def test_items_pair_by_id_whatever_the_order_of_the_rows(tmp_path: Path) -> None:
+    # The comparison pairs ids in Arrow, in the ids' sorted order: the figures must be those of
+    # the differences taken item by item in that order, however each run's rows are ordered.
+    scores = baseline_scores(count=40)
+    rng = random.Random(5)
+    shifted = {k: (max(0.0, s - rng.uniform(0.0, 0.2)), a, c) for k, (s, a, c) in scores.items()}
+    shuffled = list(shifted)
+    rng.shuffle(shuffled)
+    base = make_run(tmp_path / "base", "base", scores)
+    new = make_run(tmp_path / "new", "new", {k: shifted[k] for k in shuffled})
+
+    row = compare_runs([new], baseline=base).query("dimension == 'score' and variant == 'new'")
+
+    ids = sorted(scores)
+    diffs = np.array([shifted[i][0] - scores[i][0] for i in ids])
+    assert row["n_paired"].item() == 40
+    assert row["mean_diff"].item() == float(diffs.mean())
+    assert (row["diff_ci95_low"].item(), row["diff_ci95_high"].item()) == paired_bootstrap_ci(
+        diffs, seed=0
+    )
+    assert row["p_value"].item() == paired_permutation_p(diffs, seed=0)
+    assert next(iter(row["worst_items"].item())) == ids[int(np.argmin(diffs))]
+
+
+def test_a_comparison_reads_no_text_of_the_items(tmp_path: Path) -> None:
+    # What keeps two million-item runs' comparison in bounded memory: the texts stay on disk.
+    run = make_run(tmp_path / "base", "base", baseline_scores(count=5))
+    compared = load_run(run, compared_only=True)
+    assert {"source", "summary", "reason"}.isdisjoint(compared.items.columns)
+    assert {"score", "status"} <= set(compared.items.columns)
+    assert "summary" in load_run(run).items.columns

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from summeval_runner._cli._sweep import MERGED, is_sweep, variants
 from summeval_runner._errors import InputError, SummevalError
@@ -360,8 +361,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             runs, sweeps = _expand(args.runs)
             baseline = args.baseline or (runs[0] if len(runs) > 1 else None)
-            # Without a report, the items' texts are not read (a comparison does not use them).
-            loaded, base = load_runs(runs, baseline, texts=not args.no_report)
+            # Without a report, only what the comparison reads of the items is read.
+            loaded, base = load_runs(runs, baseline, compared_only=args.no_report)
             newest = max(loaded, key=lambda run: run.started_at)
             out = args.out or sweeps.get(newest.path) or beside(newest.path)
         check_floors(loaded, floors)
@@ -483,6 +484,9 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main() -> None:
     """The ``summeval-compare`` entry point."""
+    # The system's allocator hands a freed Arrow buffer back at once, where Arrow's default
+    # keeps it: comparing two million-item runs peaked at 546 MB with it, 730 MB without.
+    pa.set_memory_pool(pa.system_memory_pool())
     if hasattr(signal, "SIGPIPE"):
         # `summeval-compare ... | head`: stop quietly when the reader goes away.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)

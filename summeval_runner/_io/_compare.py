@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from summeval_runner._errors import InputError
@@ -152,17 +154,20 @@ def labelled(runs: list[Run]) -> list[Run]:
     ]
 
 
-# The items' long texts: a report shows them, a comparison never reads them. Left out, a
-# million-item run's items take a tenth of the memory (the sources alone are a gigabyte).
-TEXT_COLUMNS = ("source", "summary", "reason", "error_raw_reply")
+# What a comparison reads of a run's items. The other columns (texts, error details, usage,
+# flag spans) are the report's: a million items' take most of a gigabyte a run, the sources alone
+# a gigabyte. ``flags`` stays to count the flagged items; its lists stay in Arrow, not one
+# Python object an item.
+COMPARED_COLUMNS = ("item_id", "trial", "status", *METRICS.values(), "scale", "flags")
 
 
-def load_run(path: Path | str, *, items_required: bool = True, texts: bool = True) -> Run:
+def load_run(path: Path | str, *, items_required: bool = True, compared_only: bool = False) -> Run:
     """Read a run directory's manifest and ``items.parquet``; ``InputError`` if it is not one.
 
     Without ``items_required``, a run that wrote no tables (running, killed, or stopped before
-    it could write them) is read with no items: its manifest says what became of it. Without
-    ``texts``, the items lack ``TEXT_COLUMNS`` (what a comparison does not need).
+    it could write them) is read with no items: its manifest says what became of it. With
+    ``compared_only``, the items hold only ``COMPARED_COLUMNS`` (what a comparison reads, not
+    what a report shows), so that comparing two million-item runs stays in bounded memory.
     """
     path = Path(path)
     items_path = path / "items.parquet"
@@ -177,9 +182,14 @@ def load_run(path: Path | str, *, items_required: bool = True, texts: bool = Tru
         # whole table is made to be filtered.
         items = pq.read_table(
             items_path,
-            columns=[name for name in names if texts or name not in TEXT_COLUMNS],
+            columns=[name for name in names if not compared_only or name in COMPARED_COLUMNS],
             filters=[("scorer_id", "==", SUMMARIZATION_SCORER_ID)],
-        ).to_pandas()
+            # Three values a million times: a category each, not a string.
+            read_dictionary=["status"] if compared_only else None,
+        ).to_pandas(types_mapper=_arrow_lists if compared_only else None)
+        # What reading took beyond the table is handed back: a million items' pages would
+        # otherwise stay held by Arrow's allocator while the next run is read.
+        pa.default_memory_pool().release_unused()
     else:
         items = ITEMS_SCHEMA.empty_table().to_pandas()
         items = items[items["scorer_id"] == SUMMARIZATION_SCORER_ID]
@@ -194,6 +204,10 @@ def load_run(path: Path | str, *, items_required: bool = True, texts: bool = Tru
         manifest=manifest,
         items=items,
     )
+
+
+def _arrow_lists(kind: pa.DataType) -> pd.ArrowDtype | None:
+    return pd.ArrowDtype(kind) if pa.types.is_list(kind) else None
 
 
 def run_counts(run: Run) -> dict[str, int]:
@@ -213,7 +227,10 @@ def flagged_items(run: Run) -> int | None:
     a run whose items table predates the checks (it has no ``flags`` column)."""
     if "flags" not in run.items.columns:
         return None
-    return int(sum(1 for flags in run.items["flags"] if flags is not None and len(flags)))
+    flags = run.items["flags"]
+    if isinstance(flags.dtype, pd.ArrowDtype):
+        return int((flags.list.len().fillna(0) > 0).sum())
+    return int(sum(1 for each in flags if each is not None and len(each)))
 
 
 def _judge(run: Run) -> Any:
@@ -406,36 +423,44 @@ def content_pairings(runs: Sequence[Run], base: Run | None) -> list[ContentPairi
     for run in runs:
         if run is base or _ids(run) != "generated":
             continue
-        here, there = set(run.items.index), set(base.items.index)
-        if here == there:
+        paired, only_here, only_in_baseline = content_pairing_counts(run, base)
+        if only_here == only_in_baseline == 0:
             continue
-        found.append(
-            ContentPairing(
-                run.variant, base.variant, len(here & there), len(here - there), len(there - here)
-            )
-        )
+        found.append(ContentPairing(run.variant, base.variant, paired, only_here, only_in_baseline))
     return found
 
 
-def _scored(run: Run, column: str) -> pd.Series:
-    scored: pd.Series = run.items[run.items["status"] == "scored"][column].dropna()
-    return scored.astype(float)
+def _scored_mask(run: Run, column: str) -> npt.NDArray[np.bool_]:
+    """Which of the run's items were scored and have a value of ``column``."""
+    scored: npt.NDArray[np.bool_] = (run.items["status"] == "scored").to_numpy(dtype=bool)
+    present: npt.NDArray[np.bool_] = run.items[column].notna().to_numpy(dtype=bool)
+    return scored & present
+
+
+def _scored(run: Run, column: str) -> npt.NDArray[np.float64]:
+    """The run's values of ``column`` over its scored items, in its items' order: a mask of
+    arrays, not of the frame (which would copy every column and the index of ids first)."""
+    values = run.items[column].to_numpy(dtype=float, na_value=np.nan)
+    return values[_scored_mask(run, column)]
 
 
 def load_runs(
-    run_dirs: Sequence[Path | str], baseline: Path | str | None = None, *, texts: bool = True
+    run_dirs: Sequence[Path | str],
+    baseline: Path | str | None = None,
+    *,
+    compared_only: bool = False,
 ) -> tuple[list[Run], Run | None]:
     """The runs to compare, each labelled apart, the baseline first; and the baseline, if any.
 
     ``baseline`` is a run directory (compared too, if not among ``run_dirs``), or the label of
     one of the runs: its variant, or the label that tells it from another run of the same
     variant. A directory that exists wins over a label of the same spelling. ``InputError``
-    for a label that is no run's, listing the labels there are. Without ``texts``, the runs'
-    items lack their long texts (``load_run``).
+    for a label that is no run's, listing the labels there are. With ``compared_only``, the
+    runs' items hold only what a comparison reads (``load_run``).
     """
     if not run_dirs:
         raise InputError("compare needs at least one run directory, got none")
-    runs = [load_run(path, texts=texts) for path in run_dirs]
+    runs = [load_run(path, compared_only=compared_only) for path in run_dirs]
     if baseline is None:
         return labelled(runs), None
     if not Path(baseline).is_dir():
@@ -443,7 +468,7 @@ def load_runs(
         return labels, _by_label(str(baseline), runs, labels)
     where = Path(baseline).resolve()
     if all(run.path.resolve() != where for run in runs):
-        runs = [load_run(baseline, texts=texts), *runs]
+        runs = [load_run(baseline, compared_only=compared_only), *runs]
     runs = labelled(runs)
     return runs, next(run for run in runs if run.path.resolve() == where)
 
@@ -486,7 +511,7 @@ def compare_runs(
     baseline's (or the first run's) raise ``InputError`` naming each difference, unless
     ``allow_mismatch``. Each run's manifest ``status`` and ``unfinished`` items are in its rows.
     """
-    runs, base = load_runs(run_dirs, baseline, texts=False)
+    runs, base = load_runs(run_dirs, baseline, compared_only=True)
     return compare_loaded(runs, base, seed=seed, alpha=alpha, allow_mismatch=allow_mismatch)
 
 
@@ -506,6 +531,7 @@ def compare_loaded(
     rows: list[dict[str, Any]] = []
     for run in runs:
         counts = run_counts(run)
+        pairing = _Pairing.of(run, base) if base is not None and run is not base else None
         for dimension, column in METRICS.items():
             values = _scored(run, column)
             scale = run.items["scale"].max() if dimension == "score" else 1.0
@@ -530,8 +556,8 @@ def compare_loaded(
                 "items_only_in_baseline": [],
                 "worst_items": [],
             }
-            if base is not None and run is not base:
-                row |= _paired(run, base, column, seed=seed, alpha=alpha)
+            if base is not None and pairing is not None:
+                row |= _paired(run, base, column, pairing, seed=seed, alpha=alpha)
             rows.append(row)
     return typed_frame(rows, COMPARISON_SCHEMA)
 
@@ -542,24 +568,79 @@ def write_comparison(comparison: pd.DataFrame, path: Path) -> Path:
     return write_typed(comparison, COMPARISON_SCHEMA, path)
 
 
-def _paired(run: Run, base: Run, column: str, *, seed: int, alpha: float) -> dict[str, Any]:
-    here, there = set(run.items.index), set(base.items.index)
-    ours, theirs = _scored(run, column), _scored(base, column)
-    shared = sorted(set(ours.index) & set(theirs.index))
+@dataclass(frozen=True)
+class _Pairing:
+    """A run's items and the baseline's, each id as its rank among the ids of both (ranks in
+    the ids' order: UTF-8 bytes sort as code points do). Integers, not sets of Python strings:
+    two million-item runs pair in tens of megabytes; and the differences come in the ids' order,
+    whatever the runs' rows' order, which is what the seeded bootstrap draws from."""
+
+    ids: pa.Array  # every id of either run, once, sorted
+    here: npt.NDArray[np.int64]  # the rank of each of the run's items
+    there: npt.NDArray[np.int64]  # the rank of each of the baseline's items
+
+    @classmethod
+    def of(cls, run: Run, base: Run) -> _Pairing:
+        here, there = _arrow_ids(run), _arrow_ids(base)
+        ids = pc.unique(pa.chunked_array([*here.chunks, *there.chunks], type=here.type))
+        ids = ids.take(pc.sort_indices(ids))
+        return cls(ids, _ranks(here, ids), _ranks(there, ids))
+
+    def only(self, present: npt.NDArray[np.int64], absent: npt.NDArray[np.int64]) -> list[str]:
+        """The ids of ``present`` not in ``absent``, sorted."""
+        keys = np.setdiff1d(present, absent)  # sorted ranks: sorted ids
+        return list(self.ids.take(pa.array(keys)).to_pylist())
+
+    def values(
+        self, ranks: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
+        """``values`` placed at their items' ranks; NaN where an item has none."""
+        placed = np.full(len(self.ids), np.nan)
+        placed[ranks] = values
+        return placed
+
+
+def _arrow_ids(run: Run) -> pa.ChunkedArray:
+    """The run's item ids, as the Arrow strings they are held in (no copy where they are)."""
+    ids = pa.chunked_array([pa.array(run.items.index.array)])
+    return ids if pa.types.is_large_string(ids.type) else ids.cast(pa.large_string())
+
+
+def _ranks(ids: pa.ChunkedArray, sorted_ids: pa.Array) -> npt.NDArray[np.int64]:
+    ranks: npt.NDArray[np.int64] = (
+        pc.index_in(ids, value_set=sorted_ids).to_numpy().astype(np.int64)
+    )
+    return ranks
+
+
+def content_pairing_counts(run: Run, base: Run) -> tuple[int, int, int]:
+    """Items paired, only in the run, only in the baseline."""
+    pairing = _Pairing.of(run, base)
+    paired = len(np.intersect1d(pairing.here, pairing.there))
+    return paired, len(pairing.here) - paired, len(pairing.there) - paired
+
+
+def _paired(
+    run: Run, base: Run, column: str, pairing: _Pairing, *, seed: int, alpha: float
+) -> dict[str, Any]:
+    ours = pairing.values(pairing.here[_scored_mask(run, column)], _scored(run, column))
+    theirs = pairing.values(pairing.there[_scored_mask(base, column)], _scored(base, column))
+    shared = np.flatnonzero(~np.isnan(ours) & ~np.isnan(theirs))  # in the ids' order
     result: dict[str, Any] = {
         "baseline": base.variant,
         "n_paired": len(shared),
-        "items_only_here": sorted(here - there),
-        "items_only_in_baseline": sorted(there - here),
+        "items_only_here": pairing.only(pairing.here, pairing.there),
+        "items_only_in_baseline": pairing.only(pairing.there, pairing.here),
     }
-    if not shared:
+    if not len(shared):
         return result
-    diffs = (ours.loc[shared] - theirs.loc[shared]).to_numpy()
+    diffs = ours[shared] - theirs[shared]
+    del ours, theirs
     mean_diff = float(diffs.mean())
     low, high = paired_bootstrap_ci(diffs, seed=seed) if len(diffs) > 1 else (None, None)
     p_value = paired_permutation_p(diffs, seed=seed) if len(diffs) > 1 else 1.0
     order = np.argsort(diffs, kind="stable")
-    worst = [shared[i] for i in order[:_WORST_ITEMS] if diffs[i] < 0]
+    worst = [pairing.ids[int(shared[i])].as_py() for i in order[:_WORST_ITEMS] if diffs[i] < 0]
     return result | {
         "mean_diff": mean_diff,
         "diff_ci95_low": low,
