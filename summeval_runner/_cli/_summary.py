@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from summeval_runner._io._manifest import JudgeNoise, JudgeTokenTotals, Manifest
@@ -108,12 +109,14 @@ def error_lines(run_dir: Path, manifest: Manifest) -> list[str]:
     if items is None or not (run_dir / items).is_file():
         return []
     columns = ["item_id", "error_type", "error_step", "error_message"]
-    table = pq.read_table(run_dir / items, columns=columns)
+    # The errors' rows only, filtered as they are read: a row a Python dict for each of a
+    # million items was most of a resumed run's peak memory.
+    table = pq.read_table(
+        run_dir / items, columns=columns, filters=pc.field("error_type").is_valid()
+    )
     found: Counter[tuple[str, str, str]] = Counter()
     seen: set[tuple[str, tuple[str, str, str]]] = set()
     for row in table.to_pylist():
-        if row["error_type"] is None:
-            continue
         message = " ".join(str(row["error_message"] or "").split())
         if len(message) > _MESSAGE_CHARS:
             message = message[: _MESSAGE_CHARS - 3] + "..."
