@@ -30,7 +30,6 @@ from summeval_runner import (
     run_evals,
     write_report,
 )
-from summeval_runner._io._compare import load_run
 from summeval_runner._io._manifest import DatasetInfo, Manifest
 from summeval_runner._io._tables import ITEMS_SCHEMA
 from summeval_runner._stats import paired_bootstrap_ci, paired_permutation_p
@@ -1087,12 +1086,3 @@ def test_items_pair_by_id_whatever_the_order_of_the_rows(tmp_path: Path) -> None
     )
     assert row["p_value"].item() == paired_permutation_p(diffs, seed=0)
     assert next(iter(row["worst_items"].item())) == ids[int(np.argmin(diffs))]
-
-
-def test_a_comparison_reads_no_text_of_the_items(tmp_path: Path) -> None:
-    # What keeps two million-item runs' comparison in bounded memory: the texts stay on disk.
-    run = make_run(tmp_path / "base", "base", baseline_scores(count=5))
-    compared = load_run(run, compared_only=True)
-    assert {"source", "summary", "reason"}.isdisjoint(compared.items.columns)
-    assert {"score", "status"} <= set(compared.items.columns)
-    assert "summary" in load_run(run).items.columns
