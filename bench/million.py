@@ -111,8 +111,16 @@ def killed_run(
     with _log(logs, name) as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         offset, rest, count = 0, b"", 0
-        while process.poll() is None:
+        ended: tuple[int, float] | None = None
+        while ended is None:
             time.sleep(0.5)
+            # Not process.poll(): it would reap a child that ended on its own, and with it
+            # the peak RSS that os.wait4 reads (and wait4 would then fail, "No child processes").
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                process.returncode = os.waitstatus_to_exitcode(status)
+                ended = (process.returncode, usage.ru_maxrss / 1024)
+                break
             if journal.exists():
                 with journal.open("rb") as file:
                     file.seek(offset)
@@ -123,8 +131,8 @@ def killed_run(
                 count += sum(1 for line in lines if line.startswith(ITEM_LINE))
             if count >= half:
                 os.kill(process.pid, signal.SIGKILL)
-                break
-        code, peak = _wait(process)
+                ended = _wait(process)
+        code, peak = ended
     result = Step(
         name, _shown(command) + "  # SIGKILL", peak, time.perf_counter() - started, count, code
     )
