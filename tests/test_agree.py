@@ -573,7 +573,9 @@ def test_a_paired_difference_of_two_fake_judges_worked_by_hand(tmp_path: Path) -
 _VALID_CONTENT = chat_server_module.valid_content
 
 
-def _http_judge_content(body: dict[str, Any], questions_follow_summary: bool = False) -> dict[str, Any]:
+def _http_judge_content(
+    body: dict[str, Any], questions_follow_summary: bool = False
+) -> dict[str, Any]:
     """The loopback server as a model judge: in each preprocess reply (claims and questions, or
     claims only), the digit in the summary says how many of its four claims are supported
     (``Summary A3 of d1``: 3 of 4)."""
@@ -811,6 +813,8 @@ def test_the_readme_agreement_query_runs_on_a_real_run(tmp_path: Path, ratings: 
     assert example is not None
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code.replace(example[1], str(run_dir)), "docs/guides/agreement.md", "exec"), {})
+        exec(
+            compile(code.replace(example[1], str(run_dir)), "docs/guides/agreement.md", "exec"), {}
+        )
     assert "spearman" in printed.getvalue()
     assert "kendall" in printed.getvalue()

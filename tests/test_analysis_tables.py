@@ -33,8 +33,15 @@ ROWS = [
     # tags: lists; empty: never a value (in one row, as null: a field no row has is refused).
     {"domain": "city", "year": 2024, "rating": 4, "flagged": True, "mixed": 7, "tags": ["a"]},
     {"domain": "sports", "year": 2023, "rating": 3.5, "flagged": False, "mixed": "seven"},
-    {"domain": "city", "year": None, "rating": 2, "flagged": None, "mixed": None, "tags": [],
-     "empty": None},
+    {
+        "domain": "city",
+        "year": None,
+        "rating": 2,
+        "flagged": None,
+        "mixed": None,
+        "tags": [],
+        "empty": None,
+    },
 ]
 FIELDS = ["domain", "year", "rating", "flagged", "mixed", "tags", "empty"]
 

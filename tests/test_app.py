@@ -53,9 +53,7 @@ def test_every_table_has_its_schema_and_its_rows(
     # The sample's metadata fields (dataset.fields.metadata) are text.
     sample = {"title": "string", "domain": "string"}
     for name, schema in {**TABLES, "items": items_schema(MetadataTypes.of(sample))}.items():
-        assert pq.read_schema(run_dir / f"{name}.parquet").equals(schema, check_metadata=True), (
-            name
-        )
+        assert pq.read_schema(run_dir / f"{name}.parquet").equals(schema, check_metadata=True), name
     items, alignment, coverage, aggregates = (
         table(run_dir, n) for n in ("items", "alignment", "coverage", "aggregates")
     )
@@ -119,7 +117,11 @@ def test_the_run_is_written_as_it_goes_and_described_in_the_manifest(
         "errors": 0,
         "flagged": 0,
     }
-    assert manifest["config"]["scorer"] == {"max_questions": 10, "scale": 1.0, "questions": "per_source"}
+    assert manifest["config"]["scorer"] == {
+        "max_questions": 10,
+        "scale": 1.0,
+        "questions": "per_source",
+    }
     assert manifest["prompt_version"].startswith("summarization-")
     assert manifest["judge"]["requests"] == 3 * SAMPLE_ITEMS
     assert manifest["variant"] == "default"

@@ -63,9 +63,7 @@ def test_each_round_of_calls_is_one_batch_at_the_batch_price(
     # items judged alike, are one line).
     lines = [i for i, r in enumerate(chat_server.requests) if r.batch is not None]
     assert len(lines) <= direct
-    full = sum(
-        (chat_server.usage[i][0] * 2.5 + chat_server.usage[i][1] * 10) / 1e6 for i in lines
-    )
+    full = sum((chat_server.usage[i][0] * 2.5 + chat_server.usage[i][1] * 10) / 1e6 for i in lines)
     assert manifest(tmp_path / "batched")["cost"]["judge"] == pytest.approx(full / 2)
     assert manifest(tmp_path / "batched")["judge"]["requests"] == len(chat_server.batch_lines)
     recorded = journal_batches(tmp_path / "batched")
@@ -215,9 +213,7 @@ def test_a_server_without_a_batch_api_stops_the_run_before_any_judge_call(
     dataset = write_dataset(tmp_path / "docs.jsonl", 3)
     chat_server.batch_api = False  # a local server: 404 on /v1/files
 
-    stopped = run_app(
-        tmp_path / "run", *openai_run(chat_server.base_url, dataset), *BATCH, env=ENV
-    )
+    stopped = run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), *BATCH, env=ENV)
 
     assert stopped.returncode == 1, stopped.stderr
     assert "has no Batch API (HTTP 404" in stopped.stderr

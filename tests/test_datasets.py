@@ -125,7 +125,9 @@ def test_a_duplicate_is_found_among_many_ids_and_copies_are_numbered(tmp_path: P
     path = tmp_path / "many.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
-    with pytest.raises(DatasetError, match=r"row 5001: duplicate id 'd1234'.*first seen at row 1235"):
+    with pytest.raises(
+        DatasetError, match=r"row 5001: duplicate id 'd1234'.*first seen at row 1235"
+    ):
         load_dataset(path, FIELDS)
 
     copies = tmp_path / "copies.jsonl"

@@ -179,7 +179,9 @@ def test_the_library_gate_refuses_an_unknown_dimension_and_flags_a_missing_mean(
 
 def test_a_dimension_given_two_floors_is_refused_whatever_their_order(tmp_path: Path) -> None:
     # The last given won: 0.9 then 0.3 passed a run of mean 0.7, 0.3 then 0.9 failed it.
-    run = make_run(tmp_path / "run", "run", dict.fromkeys((f"item-{i}" for i in range(5)), (0.7, 0.9, 0.7)))
+    run = make_run(
+        tmp_path / "run", "run", dict.fromkeys((f"item-{i}" for i in range(5)), (0.7, 0.9, 0.7))
+    )
 
     for floors in (("0.9", "0.3"), ("0.3", "0.9")):
         done = summeval_compare(
@@ -195,13 +197,20 @@ def test_a_dimension_given_two_floors_is_refused_whatever_their_order(tmp_path: 
     ("floor", "message"),
     [
         ("1.5", "the score floor 1.5 is outside run's score range [0, 1]"),
-        ("coverage=1.2", "a coverage floor must be between 0 and 1 (a coverage is a share), got 1.2"),
+        (
+            "coverage=1.2",
+            "a coverage floor must be between 0 and 1 (a coverage is a share), got 1.2",
+        ),
     ],
 )
 def test_a_floor_no_mean_can_reach_is_refused(tmp_path: Path, floor: str, message: str) -> None:
-    run = make_run(tmp_path / "run", "run", dict.fromkeys((f"item-{i}" for i in range(5)), (0.7, 0.9, 0.7)))
+    run = make_run(
+        tmp_path / "run", "run", dict.fromkeys((f"item-{i}" for i in range(5)), (0.7, 0.9, 0.7))
+    )
 
-    done = summeval_compare(str(run), "--fail-if-below", floor, "--out", str(tmp_path), cwd=tmp_path)
+    done = summeval_compare(
+        str(run), "--fail-if-below", floor, "--out", str(tmp_path), cwd=tmp_path
+    )
 
     assert done.returncode == 2  # not 1: no run failed a reachable floor
     assert message in done.stderr

@@ -102,9 +102,7 @@ def test_every_steps_system_prompt_says_once_that_fenced_text_is_material(
     scorer.run_sync(input=SOURCE, output="The bridge opened.")
     scorer.run_sync(input=SOURCE, output="Traffic fell.")
 
-    systems = {
-        step_of(r.body): str(r.body["messages"][0]["content"]) for r in chat_server.requests
-    }
+    systems = {step_of(r.body): str(r.body["messages"][0]["content"]) for r in chat_server.requests}
     assert set(systems) == {"preprocess", "claims", "analyze", "reason"}
     for system in systems.values():
         assert system.count(UNTRUSTED) == 1
@@ -180,8 +178,10 @@ def test_the_cache_key_is_the_same_whatever_the_marker_and_not_whatever_the_text
 
 def test_judges_that_read_the_fields_get_the_texts_as_the_data_held_them() -> None:
     judge = FakeJudge(
-        preprocess={"alignment": [{"claim": "c", "reason": "r", "supported": True}],
-                    "questions": ["q"]},
+        preprocess={
+            "alignment": [{"claim": "c", "reason": "r", "supported": True}],
+            "questions": ["q"],
+        },
         analyze={"coverage": [{"reason": "r", "answered": True}]},
     )
     create_summarization_scorer(judge).run_sync(input=SOURCE, output=HOSTILE)

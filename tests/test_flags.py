@@ -252,8 +252,7 @@ def test_fail_if_flagged_fails_a_run_with_a_flagged_item_and_passes_a_clean_one(
 
     assert failed.returncode == 1, failed.stderr
     assert (
-        f"summeval-compare: flagged: default ({flagged}): 2 of 3 items tripped a manipulation "
-        "check"
+        f"summeval-compare: flagged: default ({flagged}): 2 of 3 items tripped a manipulation check"
     ) in failed.stderr
     assert passed.returncode == 0, passed.stderr
     assert "flagged:" not in passed.stderr
@@ -279,7 +278,7 @@ def test_the_gates_markdown_and_junit_fail_a_flagged_run_where_the_exit_code_doe
     assert "fail if an item tripped a manipulation check" in verdict.markdown()
     junit = verdict.junit_xml()
     assert 'type="flagged"' in junit
-    assert "failures=\"1\"" in junit
+    assert 'failures="1"' in junit
     assert 'type="flagged"' not in clean.junit_xml()
 
 

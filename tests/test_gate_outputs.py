@@ -47,7 +47,9 @@ def test_a_passing_comparison_is_all_passed_cases_and_a_page_that_says_so(tmp_pa
     base = make_run(tmp_path / "base", "base", scores)
     same = make_run(tmp_path / "new", "new", scores)
 
-    code, stderr, summary, junit = _compare(tmp_path, str(base), str(same), "--fail-if-drop", "0.05")
+    code, stderr, summary, junit = _compare(
+        tmp_path, str(base), str(same), "--fail-if-drop", "0.05"
+    )
 
     assert code == 0, stderr
     cases = _cases(junit)
@@ -61,12 +63,17 @@ def test_a_passing_comparison_is_all_passed_cases_and_a_page_that_says_so(tmp_pa
     for dimension in DIMENSIONS:
         # The baseline's row and the variant's, with its difference against the baseline.
         assert re.search(rf"^\| {dimension} \| base \| 60 \| .* \| baseline \|", page, re.M)
-        assert re.search(rf"^\| {dimension} \| new \| 60 \| .* \| \+0\.000 \| .* \| pass \|$", page, re.M)
+        assert re.search(
+            rf"^\| {dimension} \| new \| 60 \| .* \| \+0\.000 \| .* \| pass \|$", page, re.M
+        )
 
 
 def test_a_failing_comparison_fails_exactly_the_cases_the_gate_names(tmp_path: Path) -> None:
     base_scores = baseline_scores()
-    worse = {k: (s - 0.3, a, c - 0.3) if k in PLANTED else (s, a, c) for k, (s, a, c) in base_scores.items()}
+    worse = {
+        k: (s - 0.3, a, c - 0.3) if k in PLANTED else (s, a, c)
+        for k, (s, a, c) in base_scores.items()
+    }
     base = make_run(tmp_path / "base", "base", base_scores)
     new = make_run(tmp_path / "new", "new", worse)
 
@@ -79,14 +86,25 @@ def test_a_failing_comparison_fails_exactly_the_cases_the_gate_names(tmp_path: P
     failed = {case: message for case, message in cases.items() if message is not None}
     # The drop (score and coverage: alignment did not move), and alignment below its floor in
     # both runs; every other case passed, the runs' health among them.
-    assert set(failed) == {("new", "score"), ("new", "coverage"), ("base", "alignment"), ("new", "alignment")}
-    reasons = [line.split(": ", 2)[2] for line in stderr.splitlines() if line.startswith(("summeval-compare: regression:", "summeval-compare: below threshold:"))]
+    assert set(failed) == {
+        ("new", "score"),
+        ("new", "coverage"),
+        ("base", "alignment"),
+        ("new", "alignment"),
+    }
+    reasons = [
+        line.split(": ", 2)[2]
+        for line in stderr.splitlines()
+        if line.startswith(("summeval-compare: regression:", "summeval-compare: below threshold:"))
+    ]
     assert sorted(failed.values()) == sorted(reasons)  # the very words the console gives
     assert "score dropped by 0.100" in failed[("new", "score")]
 
     page = summary.read_text("utf-8")
     assert page.startswith("### summeval-compare: **the gate failed**\n")
-    assert re.search(r"^\| score \| new \| 60 \| .* \| -0\.100 \| .* \| \*\*regression\*\* \|$", page, re.M)
+    assert re.search(
+        r"^\| score \| new \| 60 \| .* \| -0\.100 \| .* \| \*\*regression\*\* \|$", page, re.M
+    )
     assert re.search(r"^\| alignment \| base \| .* \| \*\*below threshold\*\* \|$", page, re.M)
     # The items that dropped most, and why the gate failed, as the console said it.
     dropped = re.search(r"^- new against base: (.*)$", page, re.M)
@@ -100,19 +118,29 @@ def test_a_run_that_errored_fails_its_health_case_and_no_dimension(tmp_path: Pat
     base = make_run(tmp_path / "base", "base", scores)
     broken = make_run(tmp_path / "new", "new", scores, statuses={"item-000": "error"})
 
-    code, stderr, summary, junit = _compare(tmp_path, str(base), str(broken), "--fail-if-drop", "0.05")
+    code, stderr, summary, junit = _compare(
+        tmp_path, str(base), str(broken), "--fail-if-drop", "0.05"
+    )
 
     assert code == 1
     failed = {case: m for case, m in _cases(junit).items() if m is not None}
     assert list(failed) == [("new", "run health")]
-    assert "1 of 10 items errored (10.0%), more than the 0.0% allowed" in failed[("new", "run health")]
+    assert (
+        "1 of 10 items errored (10.0%), more than the 0.0% allowed" in failed[("new", "run health")]
+    )
     assert f"gate: new ({broken}): 1 of 10 items errored" in stderr
-    assert re.search(r"^\| new \| completed \| 10 \| 9 \| 0 \| 1 \| 0 \| \*\*fail\*\* \|$", summary.read_text("utf-8"), re.M)
+    assert re.search(
+        r"^\| new \| completed \| 10 \| 9 \| 0 \| 1 \| 0 \| \*\*fail\*\* \|$",
+        summary.read_text("utf-8"),
+        re.M,
+    )
 
 
 def test_without_a_gate_every_case_passes_and_the_page_says_no_gate_was_set(tmp_path: Path) -> None:
     base = make_run(tmp_path / "base", "base", baseline_scores(count=10))
-    broken = make_run(tmp_path / "new", "new", baseline_scores(count=10), statuses={"item-000": "error"})
+    broken = make_run(
+        tmp_path / "new", "new", baseline_scores(count=10), statuses={"item-000": "error"}
+    )
 
     code, _, summary, junit = _compare(tmp_path, str(base), str(broken))
 
@@ -160,7 +188,10 @@ def test_python_gets_the_verdict_the_command_exits_on_and_writes_the_same_files(
     tmp_path: Path,
 ) -> None:
     base_scores = baseline_scores()
-    worse = {k: (s - 0.3, a, c - 0.3) if k in PLANTED else (s, a, c) for k, (s, a, c) in base_scores.items()}
+    worse = {
+        k: (s - 0.3, a, c - 0.3) if k in PLANTED else (s, a, c)
+        for k, (s, a, c) in base_scores.items()
+    }
     base = make_run(tmp_path / "base", "base", base_scores)
     new = make_run(tmp_path / "new", "new", worse)
     code, _, summary, junit = _compare(tmp_path, str(base), str(new), "--fail-if-drop", "0.05")
@@ -168,7 +199,10 @@ def test_python_gets_the_verdict_the_command_exits_on_and_writes_the_same_files(
     verdict = gate_comparison(compare_runs([new], baseline=base), fail_if_drop=0.05)
 
     assert (code, verdict.passed) == (1, False)
-    assert [(r.variant, r.dimension) for r in verdict.regressions] == [("new", "score"), ("new", "coverage")]
+    assert [(r.variant, r.dimension) for r in verdict.regressions] == [
+        ("new", "score"),
+        ("new", "coverage"),
+    ]
     assert verdict.junit_xml() == junit.read_text("utf-8")
     assert verdict.markdown() == summary.read_text("utf-8")
     assert gate_comparison(compare_runs([new], baseline=base)).gated is False
@@ -181,11 +215,15 @@ def test_a_first_night_that_errored_fails_the_gate_with_history(tmp_path: Path) 
     scores = baseline_scores(count=10)
     make_run(folder / "night-1", "nightly", scores, statuses={"item-003": "error"})
 
-    code, stderr, summary, junit = _compare(tmp_path, "--history", str(folder), "--fail-if-drop", "0.05")
+    code, stderr, summary, junit = _compare(
+        tmp_path, "--history", str(folder), "--fail-if-drop", "0.05"
+    )
 
     assert code == 1, stderr
     assert "1 of 10 items errored" in stderr
-    assert [case for case, m in _cases(junit).items() if m is not None] == [("nightly", "run health")]
+    assert [case for case, m in _cases(junit).items() if m is not None] == [
+        ("nightly", "run health")
+    ]
     assert summary.is_file()
 
 
@@ -193,7 +231,9 @@ def test_a_clean_first_night_passes_and_still_writes_its_outputs(tmp_path: Path)
     folder = tmp_path / "outputs"
     make_run(folder / "night-1", "nightly", baseline_scores(count=10))
 
-    code, stderr, summary, junit = _compare(tmp_path, "--history", str(folder), "--fail-if-drop", "0.05")
+    code, stderr, summary, junit = _compare(
+        tmp_path, "--history", str(folder), "--fail-if-drop", "0.05"
+    )
 
     assert code == 0, stderr
     assert all(message is None for message in _cases(junit).values())
@@ -201,7 +241,9 @@ def test_a_clean_first_night_passes_and_still_writes_its_outputs(tmp_path: Path)
 
 
 @pytest.mark.parametrize("option", ["--summary-md", "--junit"])
-def test_an_output_that_cannot_be_written_is_exit_2_not_the_gates_1(tmp_path: Path, option: str) -> None:
+def test_an_output_that_cannot_be_written_is_exit_2_not_the_gates_1(
+    tmp_path: Path, option: str
+) -> None:
     base = make_run(tmp_path / "base", "base", baseline_scores(count=10))
     (tmp_path / "taken").mkdir()
 

@@ -231,6 +231,34 @@ def test_a_refused_parameter_is_learned_by_code_and_param_not_by_wording(
     assert "seed" in judge._chat.lessons.applied(other.request_body(a_request()))
 
 
+def test_the_reasoning_efforts_accepted_are_the_installed_sdks_and_no_sdk_loads_unused() -> None:
+    # The judge spells the SDK's ReasoningEffort out so that the SDK (about 33 MB) is loaded
+    # only by a process that calls an endpoint: a new effort the SDK takes must not be refused.
+    import subprocess
+    import sys
+    import typing
+
+    from openai.types.shared import ReasoningEffort as SDKReasoningEffort
+
+    from summeval_runner._judges._openai import ReasoningEffort
+
+    assert set(typing.get_args(typing.get_args(ReasoningEffort)[0])) | {None} == set(
+        typing.get_args(typing.get_args(SDKReasoningEffort)[0])
+    ) | {None}
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, summeval_runner, summeval_runner._cli._compare_command;"
+            "print(sorted({'openai', 'aiohttp', 'anthropic', 'google.genai'} & set(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
 def test_reasoning_effort_reaches_the_request_and_a_wrong_one_is_refused_by_name(
     tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

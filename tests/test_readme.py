@@ -83,7 +83,9 @@ def test_the_fake_judge_example_runs() -> None:
 def test_the_run_evals_example_runs() -> None:
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(block_containing("python", "run_evals(\n"), "docs/guides/python.md", "exec"), {})
+        exec(
+            compile(block_containing("python", "run_evals(\n"), "docs/guides/python.md", "exec"), {}
+        )
 
     assert "museum scored" in printed.getvalue()
     # result.counts is a pydantic model (RunCounts): print() shows its fields.

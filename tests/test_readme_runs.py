@@ -238,8 +238,10 @@ def test_the_comparison_commands_run_as_shown(tmp_path: Path) -> None:
     # The gate in CI's languages: a page and a JUnit file, both the verdict the exit code gave.
     (ci,) = run_block(block("bash", "--summary-md summary.md"), tmp_path)
     assert "junit: junit.xml" in ci.stdout
-    assert (tmp_path / "summary.md").read_text("utf-8").startswith(
-        "### summeval-compare: the gate passed\n"
+    assert (
+        (tmp_path / "summary.md")
+        .read_text("utf-8")
+        .startswith("### summeval-compare: the gate passed\n")
     )
     suite = ET.parse(tmp_path / "junit.xml").getroot()[0]
     assert (suite.get("tests"), suite.get("failures")) == ("4", "0")

@@ -562,9 +562,7 @@ def test_a_resumed_shard_keeps_the_split_it_was_recorded_with(tmp_path: Path) ->
         run_shard(run_dir, judge, "0/2", resume=True)
 
     assert items_of(by_source) == {
-        item["id"]
-        for item in SHARED_SOURCES
-        if shard_of(source_fingerprint(item["input"]), 2) == 0
+        item["id"] for item in SHARED_SOURCES if shard_of(source_fingerprint(item["input"]), 2) == 0
     }
     assert items_of(by_id) == {
         item["id"] for item in SHARED_SOURCES if shard_of(item["id"], 2) == 0

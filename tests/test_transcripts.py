@@ -93,9 +93,9 @@ def test_off_by_default_no_table_and_no_transcript_in_the_results(tmp_path: Path
     assert RunOptions().transcripts is False
     assert "transcripts" not in result.tables
     assert not (tmp_path / "run" / "transcripts.parquet").exists()
-    assert "transcripts" not in json.loads((tmp_path / "run" / "manifest.json").read_text())[
-        "tables"
-    ]
+    assert (
+        "transcripts" not in json.loads((tmp_path / "run" / "manifest.json").read_text())["tables"]
+    )
     outcomes = [item.results["summarization-scorer"] for item in [*seen, *result.items]]
     assert len(outcomes) == 4
     assert all(o.status == "scored" and o.transcript == () for o in outcomes)

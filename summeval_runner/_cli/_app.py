@@ -120,8 +120,7 @@ def run_job(
                 ended = read_manifest(job.run_dir)
             print(counts_line(ended), file=sys.stderr)
         unwritten = (
-            " (the manifest could not be updated: it still says running, which the resume "
-            "accepts)"
+            " (the manifest could not be updated: it still says running, which the resume accepts)"
             if isinstance(error.manifest, Manifest) and not error.manifest_written
             else ""
         )

@@ -70,9 +70,7 @@ def format_estimate(estimate: RunEstimate) -> str:
                 f"    {kind:<13} {step.requests:,} to send ({step.input_tokens:,} tokens in, "
                 f"{step.output_tokens:,} out), {step.cached:,} cached"
             )
-    lines.append(
-        f"  judge tokens    {estimate.input_tokens:,} in, {estimate.output_tokens:,} out"
-    )
+    lines.append(f"  judge tokens    {estimate.input_tokens:,} in, {estimate.output_tokens:,} out")
     if len(estimate.judges) > 1:
         # A panel: each judge's part.
         for name, part in estimate.judges.items():

@@ -243,8 +243,7 @@ def _figures(row: Mapping[str, Any]) -> str:
 def _rules(verdict: GateVerdict) -> str:
     if not verdict.gated:
         return (
-            "none (no --fail-if-drop, no --fail-if-below, no --fail-if-flagged): nothing is "
-            "checked"
+            "none (no --fail-if-drop, no --fail-if-below, no --fail-if-flagged): nothing is checked"
         )
     rules = []
     if verdict.fail_if_drop is not None:

@@ -123,9 +123,7 @@ class PartTraffic(BaseModel):
     judge_unpriced: int = 0
     target_unpriced: int = 0
 
-    def plus(
-        self, counts: Mapping[str, float], *, elapsed_s: float | None = None
-    ) -> PartTraffic:
+    def plus(self, counts: Mapping[str, float], *, elapsed_s: float | None = None) -> PartTraffic:
         """These counts with ``counts`` (counter name -> amount) added."""
         update: dict[str, float] = {name: getattr(self, name) + n for name, n in counts.items()}
         if elapsed_s is not None:
@@ -671,11 +669,14 @@ class DigestSet:
             for digest in old:
                 if digest:
                     self._slots[self._slot(digest)] = digest
-        digest = int.from_bytes(
-            hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
-            "little",
-            signed=True,
-        ) or 1  # 0 marks an empty slot
+        digest = (
+            int.from_bytes(
+                hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                "little",
+                signed=True,
+            )
+            or 1
+        )  # 0 marks an empty slot
         slot = self._slot(digest)
         if self._slots[slot] == digest:
             return False
@@ -719,9 +720,7 @@ def _lines(journal: Path) -> Iterator[tuple[int, int, bytes]]:
             offset += len(line)
 
 
-def _contents(
-    journal: Path, damage: _Damage, questions_kept: int | None = None
-) -> JournalContents:
+def _contents(journal: Path, damage: _Damage, questions_kept: int | None = None) -> JournalContents:
     statuses: dict[str, Status] = {}
     parts: dict[str, PartTraffic] = {}
     questions: dict[tuple[str, str], QuestionsLine] = {}

@@ -519,9 +519,7 @@ class Summary:
                 if metric != "score" and key not in self._with_dimensions:
                     continue
                 upper = (scale if metric == "score" else 1.0) if scale else None
-                rows.append(
-                    aggregate(*key, metric, self._values[key][metric], counts, upper=upper)
-                )
+                rows.append(aggregate(*key, metric, self._values[key][metric], counts, upper=upper))
         return rows
 
 

@@ -10,9 +10,8 @@ parameters a model refuses (``_learned``) and what a reply holds are the OpenAI 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from pydantic import Field, ValidationError
 
 from summeval_runner._errors import ConfigError
@@ -22,6 +21,9 @@ from summeval_runner._judges._openai import (
     OpenAIJudgeConfig,
     _describe,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 
 class AzureJudgeConfig(OpenAIJudgeConfig):
@@ -66,6 +68,8 @@ class AzureChat(OpenAIChat):
         return f"AzureChat(deployment={self._deployment!r}, {super().__repr__()})"
 
     def _new_client(self) -> openai.AsyncOpenAI:
+        import openai  # imported here as in _openai: only a process that calls Azure needs it
+
         return openai.AsyncAzureOpenAI(
             azure_endpoint=self.base_url,
             # The deployment in the client's URL: the judge's requests name no model to route by

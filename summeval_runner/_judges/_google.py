@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from summeval_runner._errors import (
@@ -75,6 +74,7 @@ from summeval_runner._judges._request import refuse_too_large
 from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
 
 if TYPE_CHECKING:
+    import aiohttp
     import google.genai as genai
 
 logger = logging.getLogger("summeval_runner")
@@ -201,6 +201,8 @@ class GeminiChat:
         retry = (
             types.HttpRetryOptions(attempts=self._max_retries + 1) if self._max_retries else None
         )
+        import aiohttp  # here, not at the top: only a process that calls Gemini needs it
+
         # The session is this module's, not the SDK's own (a subclass of aiohttp's that aiohttp
         # warns against, defined anew for each): the same settings, no connection limit (the
         # runner bounds what is in flight), proxies from the environment as the SDK reads them.
@@ -234,6 +236,8 @@ class GeminiChat:
 
     async def _sent(self, call: Awaitable[_Answer]) -> _Answer:
         """What the SDK's ``call`` answers; its errors in this package's tree."""
+        import aiohttp
+
         where = redact_url(self.base_url)
         try:
             return await call

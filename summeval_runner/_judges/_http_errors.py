@@ -17,9 +17,8 @@ import re
 import socket
 import ssl
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
-
-import aiohttp
 
 from summeval_runner._errors import (
     ConfigError,
@@ -30,6 +29,11 @@ from summeval_runner._errors import (
 )
 from summeval_runner._judges._rate_headers import retry_after_s
 from summeval_runner._secrets import REDACTED, redact_url, scrub
+
+if TYPE_CHECKING:
+    # aiohttp is imported where a transport's error is read (below), as the providers import
+    # their SDKs: a process that calls no endpoint (a merge, a comparison) never loads it.
+    import aiohttp  # noqa: F401
 
 JUDGE = "the judge"
 
@@ -109,6 +113,8 @@ def _why_no_connection(chain: list[BaseException]) -> str | None:
     The SDKs' aiohttp transport reports a refused connection as a timeout (``APITimeoutError``
     over ``ConnectTimeout``): only the causes underneath tell what happened.
     """
+    import aiohttp
+
     # The innermost of each kind is the one that names the cause (aiohttp's connector errors
     # wrap the operating system's and the ssl module's).
     inner_first = chain[::-1]
@@ -143,6 +149,8 @@ def connection_error(
     the SDK says it timed out), named for what happened to it: ``JudgeConnectionError`` when no
     connection could be made (the run's outage watch holds and probes), else a ``JudgeAPIError``
     that is retried."""
+    import aiohttp
+
     chain = causes(error)
     why = _why_no_connection(chain)
     if why is not None:

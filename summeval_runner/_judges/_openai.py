@@ -6,10 +6,8 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import openai
-from openai.types.shared import ReasoningEffort
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from summeval_runner._errors import (
@@ -45,6 +43,15 @@ from summeval_runner._secrets import (
     redact_url,
     register_url_secrets,
 )
+
+if TYPE_CHECKING:
+    import openai
+
+# The SDK is imported where a client is made or its errors are caught, not here: it costs a
+# process about 33 MB, and most processes never call an OpenAI-compatible endpoint (a run on the
+# offline judge, a merge, a comparison). Hence the SDK's own ReasoningEffort spelled out here:
+# tests/test_providers.py checks that it still matches the installed SDK's.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None
 
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # The request option the SDK's with_raw_response sends: the call returns the HTTP response (its
@@ -139,6 +146,8 @@ class OpenAIChat:
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._api_key = api_key_from(api_key_env, who)
+        import openai
+
         self._clients = LoopClients(self._new_client, openai.AsyncOpenAI.close)
         # The parameters each model refused, learned from its refusals (_learned).
         self.lessons = ParameterLessons(redact_url(self.base_url))
@@ -152,6 +161,8 @@ class OpenAIChat:
 
     def _new_client(self) -> openai.AsyncOpenAI:
         """The SDK's client for one event loop (Azure's provider makes Azure's)."""
+        import openai
+
         return openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self.base_url,
@@ -174,6 +185,8 @@ class OpenAIChat:
         SDK errors are translated into this package's exception tree here. A reply that is not
         JSON (a proxy's HTML page, an empty body) is a ``JudgeAPIError``, transient like a 5xx.
         """
+        import openai
+
         client = await self._client()
         sent = self.lessons.applied(params)
         try:
@@ -222,6 +235,8 @@ class OpenAIChat:
 
     async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
         """Upload ``lines`` as a batch input file and create a Chat Completions batch of it."""
+        import openai
+
         client = await self._client()
         try:
             uploaded = await client.files.create(
@@ -238,6 +253,8 @@ class OpenAIChat:
         return _batch_state(created)
 
     async def batch_state(self, batch_id: str) -> BatchState:
+        import openai
+
         client = await self._client()
         try:
             return _batch_state(await client.batches.retrieve(batch_id))
@@ -247,6 +264,8 @@ class OpenAIChat:
     async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
         """Batches created since ``since`` whose metadata's ``summeval_run`` is ``tag``, read
         newest first and no further back than ``since``."""
+        import openai
+
         client = await self._client()
         found = []
         try:
@@ -260,6 +279,8 @@ class OpenAIChat:
         return found
 
     async def batch_file(self, file_id: str) -> bytes:
+        import openai
+
         client = await self._client()
         try:
             content = await client.files.content(file_id)
@@ -516,12 +537,13 @@ def _reply_of(completion: Any, sent: Mapping[str, Any]) -> tuple[str, TokenUsage
     return (content if isinstance(content, str) else str(content)), tokens
 
 
-
 def _translate(
     error: openai.APIError, base_url: str, who: str = JUDGE
 ) -> JudgeAPIError | JudgeInputTooLargeError:
     """Map an SDK error onto this package's exception tree (``_http_errors``); the message
     names ``who`` was called (the judge, or the agent's model)."""
+    import openai
+
     if isinstance(error, openai.APIConnectionError):
         return connection_error(
             error, base_url, who, timed_out=isinstance(error, openai.APITimeoutError)

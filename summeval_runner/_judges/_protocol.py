@@ -260,7 +260,13 @@ class Judge(Protocol):
 
 
 BatchStatus = Literal[
-    "validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling",
+    "validating",
+    "failed",
+    "in_progress",
+    "finalizing",
+    "completed",
+    "expired",
+    "cancelling",
     "cancelled",
 ]
 # A batch in one of these has its results (or its failure) in its files: nothing more comes.

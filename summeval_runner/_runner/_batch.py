@@ -494,8 +494,10 @@ class Batch:
         if progress.target_reported:
             usage = TokenUsage(progress.target_input_tokens, progress.target_output_tokens)
             cost = progress.target_cost
-            if cost is None and isinstance(self._target_price, Price) and (
-                usage.input_tokens or usage.output_tokens
+            if (
+                cost is None
+                and isinstance(self._target_price, Price)
+                and (usage.input_tokens or usage.output_tokens)
             ):
                 # Tokens without a cost: the agent's price prices them.
                 cost = self._target_price.cost(usage)

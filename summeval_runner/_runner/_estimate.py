@@ -310,7 +310,8 @@ async def estimate_evals(
             )
             bound = bound.with_question_bank(QuestionBank(store=store))
         trial_scorers = [
-            bound.with_trial(trial) if trial and callable(getattr(bound, "with_trial", None))
+            bound.with_trial(trial)
+            if trial and callable(getattr(bound, "with_trial", None))
             else bound
             for trial in range(opts.trials)
         ]
@@ -319,7 +320,8 @@ async def estimate_evals(
         # cache holds gives the summary the run will judge, at no cost.
         with_cache = getattr(target, "with_cache", None)
         peeking = (
-            with_cache(_PeekingAgentCache(cache)) if cache is not None and callable(with_cache)
+            with_cache(_PeekingAgentCache(cache))
+            if cache is not None and callable(with_cache)
             else None
         )
         for _, item in items.draw():
