@@ -30,6 +30,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner import __version__
+from summeval_runner._cli._allocator import use_system_allocator
 from summeval_runner._cli._bundled import CONFIG_NAME, CONFIG_PATH
 from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
 from summeval_runner._cli._config import register_configs
@@ -292,4 +293,5 @@ def run_app(
 
 def main() -> None:
     """The ``summeval-run`` entry point."""
+    use_system_allocator()
     sys.exit(run())

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from summeval_runner._cli._allocator import use_system_allocator
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._errors import SummevalError
 from summeval_runner._io._manifest import read_manifest
@@ -87,4 +88,5 @@ def _main(argv: list[str] | None) -> int:
 
 def run() -> None:
     """The ``summeval-merge`` entry point."""
+    use_system_allocator()
     sys.exit(main())

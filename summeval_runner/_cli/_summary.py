@@ -107,14 +107,14 @@ def error_lines(run_dir: Path, manifest: Manifest) -> list[str]:
     if items is None or not (run_dir / items).is_file():
         return []
     columns = ["item_id", "error_type", "error_step", "error_message"]
-    # The errors' rows only, filtered as they are read: a row a Python dict for each of a
-    # million items was most of a resumed run's peak memory.
-    table = pq.read_table(
-        run_dir / items, columns=columns, filters=pc.field("error_type").is_valid()
-    )
     found: Counter[tuple[str, str, str]] = Counter()
     seen: set[tuple[str, tuple[str, str, str]]] = set()
-    for row in table.to_pylist():
+    # The errors' rows only, a batch of rows at a time: a row a Python dict for each of a
+    # million items was most of a resumed run's peak memory, and the four columns read whole
+    # (the filter's way) added 11 MB to a 200,000-item merge's peak.
+    batches = pq.ParquetFile(run_dir / items).iter_batches(columns=columns)
+    errored = (batch.filter(pc.is_valid(batch.column("error_type"))) for batch in batches)
+    for row in (row for batch in errored for row in batch.to_pylist()):
         message = " ".join(str(row["error_message"] or "").split())
         if len(message) > _MESSAGE_CHARS:
             message = message[: _MESSAGE_CHARS - 3] + "..."

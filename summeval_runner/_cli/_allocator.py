@@ -1,0 +1,18 @@
+"""Arrow's allocator for the command-line programs.
+
+The programs read and write tables of a million rows and more, in row groups: Arrow's default
+allocator (mimalloc) keeps the memory of a freed group for the next one, and its peaks add up;
+the system's allocator hands it back at once. Measured: merging four shards of 200,000 items
+peaked at 232 MB with Arrow's default and 215 MB with the system's; comparing two million-item
+runs, 730 MB and 546 MB. A program sets it for its process; the library leaves a Python
+caller's process as it is.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+def use_system_allocator() -> None:
+    """Make the system's allocator Arrow's default for this process."""
+    pa.set_memory_pool(pa.system_memory_pool())
