@@ -17,22 +17,39 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+# glibc's mallopt parameter for the size from which a block gets a mapping of its own.
+_M_MMAP_THRESHOLD = -3
+# Blocks from this size up are mapped apart and unmapped when freed. glibc's own threshold
+# starts at 128 kB and rises to the largest block freed (up to 32 MB), after which a million
+# rows' arrays come from the heap and stay there: fixing it (which stops the rise) took a
+# comparison of two million-item runs from 451 MB to 417 MB.
+_MMAP_THRESHOLD = 256 * 1024
+
 
 @functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS, Windows)."""
+def _glibc(name: str) -> Callable[..., int] | None:
+    """A function of glibc's allocator, or None where the C library has none (musl, macOS,
+    Windows)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+        function: Callable[..., int] = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
-    return trim
+    return function
+
+
+def map_large_blocks() -> None:
+    """Serve this process's large blocks from mappings of their own, handed back when freed.
+    For a program's start (it changes the whole process's allocator); a no-op off glibc."""
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
 
 
 def hand_back_memory() -> None:
     """Return what Arrow's pool and the C library's allocator hold unused to the system."""
     pa.default_memory_pool().release_unused()
-    trim = _malloc_trim()
+    trim = _glibc("malloc_trim")
     if trim is not None:
         trim(0)
