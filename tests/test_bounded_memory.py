@@ -12,11 +12,18 @@ import asyncio
 import random
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from summeval_runner import compare_runs, create_summarization_scorer, run_evals
-from summeval_runner._io._compare import COMPARED_COLUMNS, compare_loaded, load_run, load_runs
+from summeval_runner._io._compare import (
+    _WORST_ITEMS,
+    COMPARED_COLUMNS,
+    compare_loaded,
+    load_run,
+    load_runs,
+)
 from summeval_runner._io._journal import (
     JOURNAL,
     DigestSet,
@@ -26,6 +33,8 @@ from summeval_runner._io._journal import (
     journaled_questions,
 )
 from summeval_runner._scorers._questions import QuestionBank, QuestionKey, QuestionSet
+from summeval_runner._scorers._result import METRICS
+from summeval_runner._stats import paired_bootstrap_ci, paired_permutation_p
 
 SENTENCES = [
     "The council approved the new bridge on Monday.",
@@ -152,3 +161,60 @@ def test_a_comparison_of_runs_read_without_their_texts_is_the_same(
     assert comparison["n_paired"].dropna().tolist() == [12, 12, 12]
     assert (comparison["mean_diff"].dropna() != 0).any()  # lead-3 covers more than lead-2
     pd.testing.assert_frame_equal(comparison, read_whole)
+
+
+def test_a_comparison_pairs_items_as_a_join_of_their_ids_would(tmp_path: Path) -> None:
+    """The items matched in blocks of ids, in the order of the ids, give the figures of a plain
+    join by id: runs in other orders, each with items the other lacks, an unscorable item, and
+    ids of several scripts (ordered by their UTF-8 bytes, as the bootstrap draws them)."""
+    names = [
+        "zeta",
+        "Émile",
+        "alpha",
+        "中文",
+        "beta",
+        "\U0001f600",
+        "Zulu",
+        "éclair",
+        "a-1",
+        "a-10",
+    ]
+    made = items(len(names) + 2, lead=2)
+    for index, item in enumerate(made):
+        item["id"] = names[index % len(names)] + f"-{index}"
+    rich = [dict(item, output=" ".join(item["input"].split(". ")[:3])) for item in made]
+    here = [rich[i] for i in (5, 0, 9, 3, 11, 1, 7, 2, 10, 4)]  # lacks 6 and 8
+    there = [made[i] for i in (8, 2, 6, 0, 4, 10, 1, 3, 5, 9)]  # lacks 7 and 11
+    there[1] = dict(there[1], output="")  # unscorable: in both runs, paired on no dimension
+    base_dir, run_dir = run(tmp_path / "base", there), run(tmp_path / "run", here)
+
+    # Different items: different inputs, compared all the same.
+    comparison = compare_runs([base_dir, run_dir], baseline=base_dir, allow_mismatch=True)
+
+    def scored(path: Path, column: str) -> dict[str, float]:
+        table = pd.read_parquet(path / "items.parquet")
+        table = table[table["status"] == "scored"]
+        return dict(zip(table["item_id"], table[column], strict=True))
+
+    assert len(comparison) == 6
+    for dimension, column in METRICS.items():
+        row = comparison[(comparison["dimension"] == dimension) & comparison["n_paired"].notna()]
+        ours, theirs = scored(run_dir, column), scored(base_dir, column)
+        shared = sorted(set(ours) & set(theirs), key=lambda item: item.encode("utf-8"))
+        diffs = np.array([ours[item] - theirs[item] for item in shared])
+        worst = [shared[i] for i in np.argsort(diffs, kind="stable") if diffs[i] < 0]
+        low, high = paired_bootstrap_ci(diffs, seed=0)
+
+        assert row["n_paired"].item() == len(shared) == 7
+        assert row["mean_diff"].item() == pytest.approx(diffs.mean(), abs=1e-15)
+        assert (row["diff_ci95_low"].item(), row["diff_ci95_high"].item()) == (low, high)
+        assert row["p_value"].item() == paired_permutation_p(diffs, seed=0)
+        assert row["worst_items"].item().tolist() == worst[:_WORST_ITEMS]
+        assert row["items_only_here"].item().tolist() == sorted(
+            ({item["id"] for item in here} - {item["id"] for item in there}),
+            key=lambda item: item.encode("utf-8"),
+        )
+        assert row["items_only_in_baseline"].item().tolist() == sorted(
+            ({item["id"] for item in there} - {item["id"] for item in here}),
+            key=lambda item: item.encode("utf-8"),
+        )

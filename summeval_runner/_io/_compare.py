@@ -39,6 +39,7 @@ from summeval_runner._errors import InputError
 from summeval_runner._io._manifest import MANIFEST, Manifest, deciding_config, read_manifest
 from summeval_runner._io._parquet import described, typed_frame, write_typed
 from summeval_runner._io._tables import ITEMS_SCHEMA, one_row_per_item
+from summeval_runner._memory import hand_back_memory
 from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
@@ -176,20 +177,14 @@ def load_run(path: Path | str, *, items_required: bool = True, compared_only: bo
             f"{path} is not a finished run directory: it needs {MANIFEST} and items.parquet"
         )
     manifest = read_manifest(path)
-    if items_path.exists():
-        names = pq.read_schema(items_path).names
+    if items_path.exists() and compared_only:
+        items = _compared_items(items_path)
+    elif items_path.exists():
         # The summarization scorer's rows only, filtered as they are read: no copy of the
         # whole table is made to be filtered.
         items = pq.read_table(
-            items_path,
-            columns=[name for name in names if not compared_only or name in COMPARED_COLUMNS],
-            filters=[("scorer_id", "==", SUMMARIZATION_SCORER_ID)],
-            # Three values a million times: a category each, not a string.
-            read_dictionary=["status"] if compared_only else None,
-        ).to_pandas(types_mapper=_arrow_lists if compared_only else None)
-        # What reading took beyond the table is handed back: a million items' pages would
-        # otherwise stay held by Arrow's allocator while the next run is read.
-        pa.default_memory_pool().release_unused()
+            items_path, filters=[("scorer_id", "==", SUMMARIZATION_SCORER_ID)]
+        ).to_pandas()
     else:
         items = ITEMS_SCHEMA.empty_table().to_pandas()
         items = items[items["scorer_id"] == SUMMARIZATION_SCORER_ID]
@@ -204,6 +199,39 @@ def load_run(path: Path | str, *, items_required: bool = True, compared_only: bo
         manifest=manifest,
         items=items,
     )
+
+
+def _compared_items(items_path: Path) -> pd.DataFrame:
+    """The summarization scorer's rows of ``items.parquet``, ``COMPARED_COLUMNS`` only, read a
+    batch of rows at a time and filtered as they come, then made into pandas a column at a time,
+    each column's Arrow chunks let go as it is made: no column is read whole to be filtered, and
+    no table of the run's rows is held beside its frame. Comparing two million-item runs peaked
+    at 612 MB when each table was read whole and converted at once."""
+    # Three statuses (and a scorer or two) a million times: a category each, not a string.
+    file = pq.ParquetFile(items_path, read_dictionary=["status", "scorer_id"])
+    stored = file.schema_arrow
+    columns = [name for name in stored.names if name in COMPARED_COLUMNS]
+    schema = pa.schema([stored.field(name) for name in columns], metadata=stored.metadata)
+    # The types pandas gives these columns (nullable integers named in the schema's metadata).
+    kinds = schema.empty_table().to_pandas(types_mapper=_arrow_lists).dtypes
+    chunks: dict[str, list[pa.Array]] = {name: [] for name in columns}
+    for batch in file.iter_batches(columns=[*columns, "scorer_id"]):
+        kept = batch.filter(pc.equal(batch.column("scorer_id"), SUMMARIZATION_SCORER_ID))
+        for name in columns:
+            chunks[name].append(kept.column(name))
+    del file
+    frame: dict[str, Any] = {}
+    for name in columns:
+        array = pa.chunked_array(chunks.pop(name), type=schema.field(name).type)
+        kind = kinds[name]
+        # Arrow-backed types take the chunks as they are; the others are copied into numpy.
+        from_arrow = getattr(kind, "__from_arrow__", None)
+        frame[name] = from_arrow(array) if from_arrow is not None else array.to_pandas()
+        del array
+        # What the column's chunks held is handed back before the next is made.
+        hand_back_memory()
+    items: pd.DataFrame = pd.DataFrame(frame, copy=False)
+    return items
 
 
 def _arrow_lists(kind: pa.DataType) -> pd.ArrowDtype | None:
@@ -535,9 +563,8 @@ def compare_loaded(
         for dimension, column in METRICS.items():
             values = _scored(run, column)
             scale = run.items["scale"].max() if dimension == "score" else 1.0
-            mean, low, high = mean_interval(
-                values.tolist(), upper=None if pd.isna(scale) else float(scale)
-            )
+            # The array itself, not a list of it: a million Python floats would be 32 MB more.
+            mean, low, high = mean_interval(values, upper=None if pd.isna(scale) else float(scale))
             row: dict[str, Any] = dict.fromkeys(COMPARISON_COLUMNS)
             row |= {
                 "variant": run.variant,
@@ -570,67 +597,115 @@ def write_comparison(comparison: pd.DataFrame, path: Path) -> Path:
 
 @dataclass(frozen=True)
 class _Pairing:
-    """A run's items and the baseline's, each id as its rank among the ids of both (ranks in
-    the ids' order: UTF-8 bytes sort as code points do). Integers, not sets of Python strings:
-    two million-item runs pair in tens of megabytes; and the differences come in the ids' order,
-    whatever the runs' rows' order, which is what the seeded bootstrap draws from."""
+    """A run's items matched to the baseline's by id: the run's rows in the order of their ids
+    (UTF-8 bytes sort as code points do), and for each the baseline's row of the same id. Integers,
+    not sets of Python strings, and no table of the ids of both runs: two million-item runs pair
+    in tens of megabytes. The differences come in the ids' order, whatever the runs' rows' order,
+    which is what the seeded bootstrap draws from."""
 
-    ids: pa.Array  # every id of either run, once, sorted
-    here: npt.NDArray[np.int64]  # the rank of each of the run's items
-    there: npt.NDArray[np.int64]  # the rank of each of the baseline's items
+    here: pa.ChunkedArray  # the run's ids, in its rows' order
+    there: pa.ChunkedArray  # the baseline's ids, in its rows' order
+    order: npt.NDArray[np.int64]  # the run's rows, in the order of their ids
+    match: npt.NDArray[np.int64]  # for each of those rows, the baseline's row of its id; -1: none
 
     @classmethod
     def of(cls, run: Run, base: Run) -> _Pairing:
         here, there = _arrow_ids(run), _arrow_ids(base)
-        ids = pc.unique(pa.chunked_array([*here.chunks, *there.chunks], type=here.type))
-        ids = ids.take(pc.sort_indices(ids))
-        return cls(ids, _ranks(here, ids), _ranks(there, ids))
+        if here.type != there.type:
+            # Strings of either width, or an empty run's ids (no type): one type for both. Not
+            # done where they agree: a million ids cast are 22 MB copied.
+            here, there = here.cast(pa.large_string()), there.cast(pa.large_string())
+        order = pc.sort_indices(here).to_numpy().astype(np.int64)
+        return cls(here, there, order, _rows_in(here, there)[order])
 
-    def only(self, present: npt.NDArray[np.int64], absent: npt.NDArray[np.int64]) -> list[str]:
-        """The ids of ``present`` not in ``absent``, sorted."""
-        keys = np.setdiff1d(present, absent)  # sorted ranks: sorted ids
-        return list(self.ids.take(pa.array(keys)).to_pylist())
+    @property
+    def paired(self) -> int:
+        return int((self.match >= 0).sum())
+
+    def only_here(self) -> list[str]:
+        """The ids of the run's items that the baseline lacks, sorted."""
+        rows = self.order[self.match < 0]
+        # None is the usual answer: taking none from a million chunked ids would still join them.
+        return list(self.here.take(pa.array(rows)).to_pylist()) if len(rows) else []
+
+    def only_in_baseline(self) -> list[str]:
+        """The ids of the baseline's items that the run lacks, sorted."""
+        unmatched = np.ones(len(self.there), dtype=bool)
+        unmatched[self.match[self.match >= 0]] = False
+        rows = np.flatnonzero(unmatched)
+        if not len(rows):
+            return []
+        ids = self.there.take(pa.array(rows))
+        return list(ids.take(pc.sort_indices(ids)).to_pylist())
 
     def values(
-        self, ranks: npt.NDArray[np.int64], values: npt.NDArray[np.float64]
-    ) -> npt.NDArray[np.float64]:
-        """``values`` placed at their items' ranks; NaN where an item has none."""
-        placed = np.full(len(self.ids), np.nan)
-        placed[ranks] = values
-        return placed
+        self, run: Run, base: Run, column: str
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """The run's and the baseline's values of ``column`` for the run's items in the order of
+        their ids; NaN where an item was not scored (or the baseline has no such item)."""
+        ours = _row_values(run, column)[self.order]
+        theirs = np.full(len(self.order), np.nan)
+        matched = self.match >= 0
+        theirs[matched] = _row_values(base, column)[self.match[matched]]
+        return ours, theirs
+
+    def id_at(self, index: int) -> str:
+        """The id of the run's ``index``-th item in the order of their ids."""
+        value: str = self.here[int(self.order[index])].as_py()
+        return value
 
 
 def _arrow_ids(run: Run) -> pa.ChunkedArray:
     """The run's item ids, as the Arrow strings they are held in (no copy where they are)."""
-    ids = pa.chunked_array([pa.array(run.items.index.array)])
-    return ids if pa.types.is_large_string(ids.type) else ids.cast(pa.large_string())
+    values = run.items.index.array
+    # Arrow's protocol gives the chunks pandas holds; ``pa.array`` would join them in a copy.
+    held = values.__arrow_array__() if hasattr(values, "__arrow_array__") else pa.array(values)
+    return held if isinstance(held, pa.ChunkedArray) else pa.chunked_array([held])
 
 
-def _ranks(ids: pa.ChunkedArray, sorted_ids: pa.Array) -> npt.NDArray[np.int64]:
-    ranks: npt.NDArray[np.int64] = (
-        pc.index_in(ids, value_set=sorted_ids).to_numpy().astype(np.int64)
-    )
-    return ranks
+# Ids hashed, and ids looked up, at once when a run's items are matched to the baseline's: a
+# million ids hashed together took 60 MB; in blocks of this many, a few.
+_MATCH_BLOCK = 1 << 17
+
+
+def _rows_in(ids: pa.ChunkedArray, value_set: pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """For each of ``ids``, the row of ``value_set`` that holds it (the first); -1 where none.
+    Both are taken a block of rows at a time, so memory stays bounded whatever their length."""
+    rows = np.full(len(ids), -1, dtype=np.int64)
+    for start in range(0, len(value_set), _MATCH_BLOCK):
+        block = value_set.slice(start, _MATCH_BLOCK).combine_chunks()
+        for first in range(0, len(ids), _MATCH_BLOCK):
+            looked_up = ids.slice(first, _MATCH_BLOCK)
+            found = pc.index_in(looked_up, value_set=block).fill_null(-1).to_numpy()
+            here = rows[first : first + len(looked_up)]  # a view: written in place
+            new = (found >= 0) & (here < 0)
+            here[new] = found[new] + start
+    return rows
+
+
+def _row_values(run: Run, column: str) -> npt.NDArray[np.float64]:
+    """The run's values of ``column`` in its rows' order; NaN where the item was not scored."""
+    values = run.items[column].to_numpy(dtype=float, na_value=np.nan)
+    placed: npt.NDArray[np.float64] = np.where(_scored_mask(run, column), values, np.nan)
+    return placed
 
 
 def content_pairing_counts(run: Run, base: Run) -> tuple[int, int, int]:
     """Items paired, only in the run, only in the baseline."""
-    pairing = _Pairing.of(run, base)
-    paired = len(np.intersect1d(pairing.here, pairing.there))
-    return paired, len(pairing.here) - paired, len(pairing.there) - paired
+    paired = _Pairing.of(run, base).paired
+    return paired, len(run.items) - paired, len(base.items) - paired
 
 
 def _paired(
     run: Run, base: Run, column: str, pairing: _Pairing, *, seed: int, alpha: float
 ) -> dict[str, Any]:
-    ours = pairing.values(pairing.here[_scored_mask(run, column)], _scored(run, column))
-    theirs = pairing.values(pairing.there[_scored_mask(base, column)], _scored(base, column))
+    ours, theirs = pairing.values(run, base, column)
     shared = np.flatnonzero(~np.isnan(ours) & ~np.isnan(theirs))  # in the ids' order
     result: dict[str, Any] = {
         "baseline": base.variant,
         "n_paired": len(shared),
-        "items_only_here": pairing.only(pairing.here, pairing.there),
-        "items_only_in_baseline": pairing.only(pairing.there, pairing.here),
+        "items_only_here": pairing.only_here(),
+        "items_only_in_baseline": pairing.only_in_baseline(),
     }
     if not len(shared):
         return result
@@ -640,7 +715,7 @@ def _paired(
     low, high = paired_bootstrap_ci(diffs, seed=seed) if len(diffs) > 1 else (None, None)
     p_value = paired_permutation_p(diffs, seed=seed) if len(diffs) > 1 else 1.0
     order = np.argsort(diffs, kind="stable")
-    worst = [pairing.ids[int(shared[i])].as_py() for i in order[:_WORST_ITEMS] if diffs[i] < 0]
+    worst = [pairing.id_at(int(shared[i])) for i in order[:_WORST_ITEMS] if diffs[i] < 0]
     return result | {
         "mean_diff": mean_diff,
         "diff_ci95_low": low,
