@@ -670,7 +670,12 @@ _MATCH_BLOCK = 1 << 17
 
 def _rows_in(ids: pa.ChunkedArray, value_set: pa.ChunkedArray) -> npt.NDArray[np.int64]:
     """For each of ``ids``, the row of ``value_set`` that holds it (the first); -1 where none.
-    Both are taken a block of rows at a time, so memory stays bounded whatever their length."""
+    Both are taken a block of rows at a time, so memory stays bounded whatever their length;
+    the calls grow with the product of the two lengths over the block's squared (measured:
+    1.0 s for two million-item runs, 3.4 s for two million ids each; so about 85 s for ten
+    million). A run's ids are distinct (datasets refuse
+    a repeated id, and trials are one row an item by now): a repeated one would be matched
+    once per row here, where the join of both runs' ids counted it once."""
     rows = np.full(len(ids), -1, dtype=np.int64)
     for start in range(0, len(value_set), _MATCH_BLOCK):
         block = value_set.slice(start, _MATCH_BLOCK).combine_chunks()
