@@ -112,17 +112,18 @@ def error_lines(run_dir: Path, manifest: Manifest) -> list[str]:
     # The errors' rows only, a batch of rows at a time: a row a Python dict for each of a
     # million items was most of a resumed run's peak memory, and the four columns read whole
     # (the filter's way) added 11 MB to a 200,000-item merge's peak.
-    batches = pq.ParquetFile(run_dir / items).iter_batches(columns=columns)
-    errored = (batch.filter(pc.is_valid(batch.column("error_type"))) for batch in batches)
-    for row in (row for batch in errored for row in batch.to_pylist()):
-        message = " ".join(str(row["error_message"] or "").split())
-        if len(message) > _MESSAGE_CHARS:
-            message = message[: _MESSAGE_CHARS - 3] + "..."
-        error = (row["error_type"], row["error_step"] or "?", scrub(message))
-        # An item counts once per error, whatever its scorers and trials.
-        if (row["item_id"], error) not in seen:
-            seen.add((row["item_id"], error))
-            found[error] += 1
+    with pq.ParquetFile(run_dir / items) as file:
+        batches = file.iter_batches(columns=columns)
+        errored = (batch.filter(pc.is_valid(batch.column("error_type"))) for batch in batches)
+        for row in (row for batch in errored for row in batch.to_pylist()):
+            message = " ".join(str(row["error_message"] or "").split())
+            if len(message) > _MESSAGE_CHARS:
+                message = message[: _MESSAGE_CHARS - 3] + "..."
+            error = (row["error_type"], row["error_step"] or "?", scrub(message))
+            # An item counts once per error, whatever its scorers and trials.
+            if (row["item_id"], error) not in seen:
+                seen.add((row["item_id"], error))
+                found[error] += 1
     if not found:
         return []
     # Counter.most_common keeps first-seen order among equal counts: dataset order.

@@ -185,6 +185,8 @@ def load_run(path: Path | str, *, items_required: bool = True, compared_only: bo
         items = pq.read_table(
             items_path, filters=[("scorer_id", "==", SUMMARIZATION_SCORER_ID)]
         ).to_pandas()
+        # What reading took beyond the frame is handed back before the next run is read.
+        hand_back_memory()
     else:
         items = ITEMS_SCHEMA.empty_table().to_pandas()
         items = items[items["scorer_id"] == SUMMARIZATION_SCORER_ID]
@@ -206,20 +208,19 @@ def _compared_items(items_path: Path) -> pd.DataFrame:
     batch of rows at a time and filtered as they come, then made into pandas a column at a time,
     each column's Arrow chunks let go as it is made: no column is read whole to be filtered, and
     no table of the run's rows is held beside its frame. Comparing two million-item runs peaked
-    at 612 MB when each table was read whole and converted at once."""
+    at 612 MB (an RSS sampler's figure) when each table was read whole and converted at once."""
     # Three statuses (and a scorer or two) a million times: a category each, not a string.
-    file = pq.ParquetFile(items_path, read_dictionary=["status", "scorer_id"])
-    stored = file.schema_arrow
-    columns = [name for name in stored.names if name in COMPARED_COLUMNS]
+    with pq.ParquetFile(items_path, read_dictionary=["status", "scorer_id"]) as file:
+        stored = file.schema_arrow
+        columns = [name for name in stored.names if name in COMPARED_COLUMNS]
+        chunks: dict[str, list[pa.Array]] = {name: [] for name in columns}
+        for batch in file.iter_batches(columns=[*columns, "scorer_id"]):
+            kept = batch.filter(pc.equal(batch.column("scorer_id"), SUMMARIZATION_SCORER_ID))
+            for name in columns:
+                chunks[name].append(kept.column(name))
     schema = pa.schema([stored.field(name) for name in columns], metadata=stored.metadata)
     # The types pandas gives these columns (nullable integers named in the schema's metadata).
     kinds = schema.empty_table().to_pandas(types_mapper=_arrow_lists).dtypes
-    chunks: dict[str, list[pa.Array]] = {name: [] for name in columns}
-    for batch in file.iter_batches(columns=[*columns, "scorer_id"]):
-        kept = batch.filter(pc.equal(batch.column("scorer_id"), SUMMARIZATION_SCORER_ID))
-        for name in columns:
-            chunks[name].append(kept.column(name))
-    del file
     frame: dict[str, Any] = {}
     for name in columns:
         array = pa.chunked_array(chunks.pop(name), type=schema.field(name).type)
@@ -468,8 +469,9 @@ def _scored_mask(run: Run, column: str) -> npt.NDArray[np.bool_]:
 def _scored(run: Run, column: str) -> npt.NDArray[np.float64]:
     """The run's values of ``column`` over its scored items, in its items' order: a mask of
     arrays, not of the frame (which would copy every column and the index of ids first)."""
-    values = run.items[column].to_numpy(dtype=float, na_value=np.nan)
-    return values[_scored_mask(run, column)]
+    values = _row_values(run, column)
+    scored: npt.NDArray[np.float64] = values[~np.isnan(values)]
+    return scored
 
 
 def load_runs(
@@ -671,11 +673,11 @@ _MATCH_BLOCK = 1 << 17
 def _rows_in(ids: pa.ChunkedArray, value_set: pa.ChunkedArray) -> npt.NDArray[np.int64]:
     """For each of ``ids``, the row of ``value_set`` that holds it (the first); -1 where none.
     Both are taken a block of rows at a time, so memory stays bounded whatever their length;
-    the calls grow with the product of the two lengths over the block's squared (measured:
-    1.0 s for two million-item runs, 3.4 s for two million ids each; so about 85 s for ten
-    million). A run's ids are distinct (datasets refuse
-    a repeated id, and trials are one row an item by now): a repeated one would be matched
-    once per row here, where the join of both runs' ids counted it once."""
+    the calls grow with the product of the two lengths over the block's squared (timed by
+    hand: 1.0 s for two runs of a million ids, 3.4 s for two of two million; about 85 s for ten
+    million by extrapolation). A run's ids are distinct (datasets refuse a repeated id, and
+    trials are one row an item by now): a repeated one would be matched once per row here,
+    where the join of both runs' ids counted it once."""
     rows = np.full(len(ids), -1, dtype=np.int64)
     for start in range(0, len(value_set), _MATCH_BLOCK):
         block = value_set.slice(start, _MATCH_BLOCK).combine_chunks()

@@ -73,9 +73,10 @@ TRANSCRIPTS = "transcripts"
 # group holds: the batches' Arrow tables wait for a row group's worth. A writer keeps every row
 # group's metadata (about 0.8 kB a column) until it closes, and a reader parses all of it first:
 # a million items in row groups of 1,000 held 50 MB of it across the three tables, and 54 MB
-# in a reader of items.parquet alone; in groups of 2,500, a fifth as many groups hold 20 MB,
-# and the Arrow rows waiting for a group (about 5 kB an item) 12 MB. Groups of 5,000 peaked
-# higher at 200,000 items: the rows waiting, and a larger group's write, outgrew the saving.
+# in a reader of items.parquet alone; in groups of 2,500, two fifths as many groups hold about
+# 20 MB, and the Arrow rows waiting for a group (about 5 kB an item, estimated) about 12 MB.
+# Groups of 5,000 peaked higher in a 200,000-item merge (251 MB against 236, RSS sampler): the
+# rows waiting, and a larger group's write, outgrew the saving.
 _COMPACT_BATCH = 500
 _ROW_GROUP_ITEMS = 2500
 _SYNC_INTERVAL_S = 1.0
