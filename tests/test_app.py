@@ -40,7 +40,7 @@ def test_the_defaults_do_the_whole_job_offline(
     assert completed.returncode == 0, completed.stderr
     assert f"results: {run_dir}" in completed.stdout
     assert (
-        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 unscorable, 0 errors" in completed.stdout
+        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 blank summaries (scored 0), 0 unscorable, 0 errors" in completed.stdout
     )
     assert "summarization-scorer   score" in completed.stdout
 
@@ -113,6 +113,7 @@ def test_the_run_is_written_as_it_goes_and_described_in_the_manifest(
     assert manifest["counts"] == {
         "total": SAMPLE_ITEMS,
         "scored": SAMPLE_ITEMS,
+        "blank_summaries": 0,
         "unscorable": 0,
         "errors": 0,
         "flagged": 0,
@@ -298,7 +299,7 @@ def test_a_run_that_scores_nothing_fails(tmp_path: Path) -> None:
     data = tmp_path / "outputs.jsonl"
     data.write_text(
         "".join(
-            json.dumps({"id": f"d{i}", "text": "The dam opened in May.", "summary": " "}) + "\n"
+            json.dumps({"id": f"d{i}", "text": " ", "summary": "The dam opened in May."}) + "\n"
             for i in range(3)
         ),
         encoding="utf-8",
@@ -313,9 +314,13 @@ def test_a_run_that_scores_nothing_fails(tmp_path: Path) -> None:
         "runner.progress=false",
     )
 
-    # Every summary was blank: nothing was measured, and a gate must not pass it.
+    # Every source was blank (the data's failure): nothing was measured, and a gate must not
+    # pass it; the items to fix are named.
     assert completed.returncode == 1, completed.stderr
-    assert "3 items: 0 scored, 3 unscorable, 0 errors" in completed.stdout
+    assert (
+        "3 items: 0 scored, 0 blank summaries (scored 0), 3 unscorable (blank source: d0, d1, "
+        "d2), 0 errors"
+    ) in completed.stdout
     assert "no item was scored (3 unscorable, 0 errors): the run measured nothing" in (
         completed.stderr
     )
@@ -376,7 +381,7 @@ def test_a_run_whose_every_item_errored_has_every_dimension_aggregated_over_none
     )
 
     assert completed.returncode == 1, completed.stderr
-    assert "3 items: 0 scored, 0 unscorable, 3 errors" in completed.stdout
+    assert "3 items: 0 scored, 0 blank summaries (scored 0), 0 unscorable, 3 errors" in completed.stdout
     # The tables were written for the summarization scorer: each of its metrics is there,
     # over no item, as in a run that scored some.
     aggregates = table(tmp_path / "run", "aggregates").set_index("metric")

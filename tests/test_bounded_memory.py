@@ -185,7 +185,7 @@ def test_a_comparison_pairs_items_as_a_join_of_their_ids_would(tmp_path: Path) -
     rich = [dict(item, output=" ".join(item["input"].split(". ")[:3])) for item in made]
     here = [rich[i] for i in (5, 0, 9, 3, 11, 1, 7, 2, 10, 4)]  # lacks 6 and 8
     there = [made[i] for i in (8, 2, 6, 0, 4, 10, 1, 3, 5, 9)]  # lacks 7 and 11
-    there[1] = dict(there[1], output="")  # unscorable: in both runs, paired on no dimension
+    there[1] = dict(there[1], input=" ")  # unscorable (a blank source): paired on no dimension
     base_dir, run_dir = run(tmp_path / "base", there), run(tmp_path / "run", here)
 
     # Different items: different inputs, compared all the same.

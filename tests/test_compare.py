@@ -61,8 +61,8 @@ def make_run(
     unfinished: int = 0,
 ) -> Path:
     """A run directory with the given (score, alignment, coverage) per item; items given
-    another status in ``statuses`` ("error", "unscorable") have no scores. The manifest says
-    ``run_status`` and ``unfinished`` (by default a completed run)."""
+    another status in ``statuses`` ("error", "unscorable") have no scores, a blank summary 0.
+    The manifest says ``run_status`` and ``unfinished`` (by default a completed run)."""
     path.mkdir(parents=True)
     rows = []
     for item_id, (score, alignment, coverage) in scores.items():
@@ -81,6 +81,8 @@ def make_run(
         }
         if status == "scored":
             row |= {"score": score, "alignment_score": alignment, "coverage_score": coverage}
+        elif status == "blank_summary":  # 0 on every dimension, as the scorer writes it
+            row |= {"score": 0.0, "alignment_score": 0.0, "coverage_score": 0.0}
         rows.append(row)
     pq.write_table(pa.Table.from_pylist(rows, schema=ITEMS_SCHEMA), path / "items.parquet")
     manifest = {
@@ -561,8 +563,8 @@ def test_the_gate_fails_on_an_interrupted_run_and_says_how_much_is_unfinished(
     )
     printed = [line.split() for line in ungated.stdout.splitlines()[:3]]
     assert printed[1:] == [
-        ["full", "completed", str(SAMPLE_ITEMS), str(SAMPLE_ITEMS), "0", "0", "0"],
-        ["part", "interrupted", "2", "2", "0", "0", str(SAMPLE_ITEMS - 2)],
+        ["full", "completed", str(SAMPLE_ITEMS), str(SAMPLE_ITEMS), "0", "0", "0", "0"],
+        ["part", "interrupted", "2", "2", "0", "0", "0", str(SAMPLE_ITEMS - 2)],
     ]
     saved = duckdb.sql(
         f"SELECT DISTINCT variant, status, unfinished FROM '{out / 'comparison.parquet'}' "
@@ -619,7 +621,12 @@ def test_max_error_rate_out_of_range_or_without_the_gate_is_bad_input(
 def test_each_runs_counts_are_in_the_printed_table_and_the_parquet(tmp_path: Path) -> None:
     scores = baseline_scores(count=10)
     base = make_run(tmp_path / "base", "base", scores)
-    statuses = {"item-001": "unscorable", "item-002": "unscorable", "item-003": "error"}
+    statuses = {
+        "item-001": "unscorable",
+        "item-002": "unscorable",
+        "item-003": "error",
+        "item-004": "blank_summary",
+    }
     new = make_run(tmp_path / "new", "new", scores, statuses=statuses)
     out = tmp_path / "out"
 
@@ -628,19 +635,23 @@ def test_each_runs_counts_are_in_the_printed_table_and_the_parquet(tmp_path: Pat
     assert printed.returncode == 0, printed.stderr
     lines = printed.stdout.splitlines()
     assert lines[0].split() == [
-        "variant", "status", "items", "scored", "unscorable", "errors", "unfinished"
+        "variant", "status", "items", "scored", "blank", "unscorable", "errors", "unfinished"
     ]  # fmt: skip
-    assert lines[1].split() == ["base", "completed", "10", "10", "0", "0", "0"]
-    assert lines[2].split() == ["new", "completed", "10", "7", "2", "1", "0"]
+    assert lines[1].split() == ["base", "completed", "10", "10", "0", "0", "0", "0"]
+    assert lines[2].split() == ["new", "completed", "10", "6", "1", "2", "1", "0"]
     saved = duckdb.sql(
-        f"SELECT DISTINCT variant, items, scored, unscorable, errors "
-        f"FROM '{out / 'comparison.parquet'}' ORDER BY variant"
+        f"SELECT DISTINCT variant, items, scored, blank_summaries, unscorable, errors, n "
+        f"FROM '{out / 'comparison.parquet'}' WHERE dimension = 'score' ORDER BY variant"
     ).fetchall()
-    assert saved == [("base", 10, 10, 0, 0), ("new", 10, 7, 2, 1)]
+    # The blank summary counts (as 0) in n; the unscorable and the error do not.
+    assert saved == [("base", 10, 10, 0, 0, 0, 10), ("new", 10, 6, 1, 2, 1, 7)]
     schema = pq.read_schema(out / "comparison.parquet")
     assert all(pa.types.is_integer(schema.field(c).type) for c in ("items", "errors"))
     report = (out / "report.html").read_text(encoding="utf-8")
-    assert '<td class="num">10</td><td class="num">7</td><td class="num">2</td>' in report
+    assert (
+        '<td class="num">10</td><td class="num">6</td><td class="num">1</td>'
+        '<td class="num">2</td><td class="num">1</td>'
+    ) in report
 
 
 # comparison.parquet for analysis, and where summeval-compare writes (issue 19, points 5 and 6).

@@ -431,19 +431,43 @@ def test_a_run_that_scores_nothing_or_reads_no_score_does_not_pass() -> None:
         async def run(self, *, input: Any, output: Any) -> Any:
             return None if "0" in input else {"score": 0.9, "reason": "fine"}
 
-    data = [{"id": f"d{i}", "input": f"Item {i} opened.", "output": ""} for i in range(3)]
+    data = [{"id": f"d{i}", "input": f"Item {i} opened.", "output": "Opened."} for i in range(3)]
+    no_sources = [dict(item, input=" ") for item in data]
+    offline = create_summarization_scorer("offline")
 
-    blank = asyncio.run(run_evals(scorers=[create_summarization_scorer("offline")], data=data))
+    blank = asyncio.run(run_evals(scorers=[offline], data=no_sources))
     mixed = asyncio.run(run_evals(scorers=[Unreadable()], data=data, max_error_rate=1.0))
 
     assert (blank.counts.unscorable, blank.status) == (3, "completed")
-    assert not blank.passed  # every summary was blank: nothing was measured
+    assert not blank.passed  # every source was blank: nothing was measured
+    assert blank.means == {offline.id: None}
     assert (mixed.counts.scored, mixed.counts.errors) == (2, 1)
     assert mixed.means == {"mine": pytest.approx(0.9)}
     (failed,) = [item for item in mixed.items if item.status == "error"]
     assert failed.error is not None
     assert failed.error.type == "InvalidScorerResult"
     assert "returned NoneType None, which is not a score" in failed.error.message
+
+
+def test_blank_summaries_count_as_0_in_the_means_and_a_blank_source_is_left_out() -> None:
+    """SPEC §1.3: a system that returns nothing for its hardest items cannot raise its mean."""
+    sources = [f"Item {i} opened in May. It cost {i} euros." for i in range(5)]
+    full = [{"id": f"d{i}", "input": s, "output": s} for i, s in enumerate(sources)]
+    blanked = [dict(item, output="" if i >= 3 else item["output"]) for i, item in enumerate(full)]
+    no_source = [*full, {"id": "empty", "input": "  ", "output": "Something."}]
+    scorer = create_summarization_scorer("offline")
+
+    whole = asyncio.run(run_evals(scorers=[scorer], data=full))
+    two_blank = asyncio.run(run_evals(scorers=[scorer], data=blanked))
+    with_gap = asyncio.run(run_evals(scorers=[scorer], data=no_source))
+
+    assert whole.means[scorer.id] == pytest.approx(1.0)
+    assert two_blank.means[scorer.id] == pytest.approx(3 / 5)
+    counts = two_blank.counts
+    assert (counts.scored, counts.blank_summaries, counts.counted) == (3, 2, 5)
+    assert {i.item_id: i.status for i in two_blank.items}["d4"] == "blank_summary"
+    assert two_blank.passed  # measured: the blanks are the system's failure, scored 0
+    assert (with_gap.counts.unscorable, with_gap.means[scorer.id]) == (1, pytest.approx(1.0))
 
 
 def test_a_cancelled_error_raised_by_a_target_is_an_item_error_not_a_lost_item() -> None:

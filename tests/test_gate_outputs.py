@@ -130,7 +130,7 @@ def test_a_run_that_errored_fails_its_health_case_and_no_dimension(tmp_path: Pat
     )
     assert f"gate: new ({broken}): 1 of 10 items errored" in stderr
     assert re.search(
-        r"^\| new \| completed \| 10 \| 9 \| 0 \| 1 \| 0 \| \*\*fail\*\* \|$",
+        r"^\| new \| completed \| 10 \| 9 \| 0 \| 0 \| 1 \| 0 \| \*\*fail\*\* \|$",
         summary.read_text("utf-8"),
         re.M,
     )

@@ -177,7 +177,8 @@ def test_every_run_prints_its_unfinished_items_and_hook_errors(tmp_path: Path) -
 
     assert completed.returncode == 0, completed.stderr
     assert (
-        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 unscorable, 0 errors; 0 unfinished; "
+        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 blank summaries (scored 0), "
+        "0 unscorable, 0 errors; 0 unfinished; "
         "0 hook errors" in completed.stdout
     )
 

@@ -69,7 +69,10 @@ def test_the_log_holds_retries_429s_tracebacks_and_counts_and_the_console_the_er
     assert "item doc-00001: the target raised RuntimeError; the item is an error" in log
     assert "Traceback (most recent call last):" in log
     assert 'in __call__\n    raise RuntimeError("the agent could not summarize copy 1")' in log
-    assert "run_evals: completed: 3 items: 2 scored, 0 unscorable, 1 errors; 0 unfinished" in log
+    assert (
+        "run_evals: completed: 3 items: 2 scored, 0 blank summaries (scored 0), 0 unscorable, "
+        "1 errors; 0 unfinished"
+    ) in log
     assert SECRET not in log
     # The console: no retry, no traceback; it ends with the run's errors, counted.
     console = completed.stdout + completed.stderr

@@ -90,7 +90,8 @@ def test_the_run_evals_example_runs() -> None:
     assert "museum scored" in printed.getvalue()
     # result.counts is a pydantic model (RunCounts): print() shows its fields.
     assert (
-        "\ntotal=2 scored=2 unscorable=0 errors=0 flagged=0 {'summarization-scorer': "
+        "\ntotal=2 scored=2 blank_summaries=0 unscorable=0 errors=0 flagged=0 "
+        "{'summarization-scorer': "
         in printed.getvalue()
     )
 

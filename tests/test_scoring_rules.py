@@ -13,6 +13,7 @@ from summeval_runner import (
     FakeJudge,
     PreprocessInput,
     SummarizationMetricOptions,
+    SummarizationResult,
     create_summarization_scorer,
 )
 
@@ -115,26 +116,25 @@ def test_the_reason_step_gets_the_scores_and_the_failures_but_not_the_source() -
 
 
 @pytest.mark.parametrize(
-    ("output", "empty"),
+    "output",
     [
-        ("   ", "summary"),
-        ([{"role": "assistant", "content": ""}], "summary"),
-        (
-            [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}],
-            "summary",
-        ),
+        "   ",
+        [{"role": "assistant", "content": ""}],
+        [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}],
     ],
 )
-def test_a_blank_summary_is_unscorable_and_calls_no_judge(output: object, empty: str) -> None:
+def test_a_blank_summary_scores_0_on_every_dimension_and_calls_no_judge(output: object) -> None:
+    """The system under test's failure (SPEC §1.3): 0, counted; not unscorable."""
     judge = FakeJudge()
 
-    result = create_summarization_scorer(judge).run_sync(input=SOURCE, output=output)
+    result = create_summarization_scorer(judge, {"scale": 5}).run_sync(input=SOURCE, output=output)
 
-    assert result.status == "unscorable"
-    assert result.score == 0.0
-    assert f"The {empty} is empty" in result.reason
+    assert result.status == "blank_summary"
+    assert (result.score, result.alignment_score, result.coverage_score) == (0.0, 0.0, 0.0)
+    assert "The summary is empty" in result.reason
     assert judge.requests == []
     assert result.usage.calls == 0
+    assert SummarizationResult.model_validate_json(result.model_dump_json()) == result
 
 
 def test_a_blank_source_is_unscorable_and_says_so() -> None:
@@ -147,6 +147,16 @@ def test_a_blank_source_is_unscorable_and_says_so() -> None:
     assert result.status == "unscorable"
     assert "The source is empty" in result.reason
     assert judge.requests == []
+
+
+def test_a_blank_source_with_a_blank_summary_is_the_datas_failure() -> None:
+    """Nothing to judge against: unscorable (left out of the means), whatever the summary."""
+    result = create_summarization_scorer(FakeJudge(), {"source": " "}).run_sync(
+        input=SOURCE, output=""
+    )
+
+    assert result.status == "unscorable"
+    assert "The source is empty (and so is the summary)" in result.reason
 
 
 def scripted() -> FakeJudge:

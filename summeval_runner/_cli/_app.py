@@ -186,7 +186,7 @@ def run_job(
             file=sys.stderr,
         )
     elif exit_code == EXIT_FAILED and counts is not None and not manifest.stopped_because:
-        if counts.scored == 0:
+        if counts.counted == 0:
             print(
                 f"{program}: no item was scored ({counts.unscorable} unscorable, "
                 f"{counts.errors} errors): the run measured nothing",

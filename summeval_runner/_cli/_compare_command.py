@@ -198,13 +198,14 @@ def _shortened(label: str, width: int) -> str:
 def print_comparison(comparison: pd.DataFrame) -> None:
     width = min(_WIDEST_LABEL, max([7, *(len(str(v)) for v in comparison["variant"])]))
     print(
-        f"{'variant':<{width}} {'status':<11} {'items':>6} {'scored':>6} {'unscorable':>10} "
-        f"{'errors':>6} {'unfinished':>10}"
+        f"{'variant':<{width}} {'status':<11} {'items':>6} {'scored':>6} {'blank':>5} "
+        f"{'unscorable':>10} {'errors':>6} {'unfinished':>10}"
     )
     for row in comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"):
         print(
             f"{_shortened(str(row['variant']), width):<{width}} {row['status']:<11} "
-            f"{row['items']:>6} {row['scored']:>6} {row['unscorable']:>10} {row['errors']:>6} "
+            f"{row['items']:>6} {row['scored']:>6} {row['blank_summaries']:>5} "
+            f"{row['unscorable']:>10} {row['errors']:>6} "
             f"{row['unfinished']:>10}"
         )
     print()

@@ -24,10 +24,23 @@ def counts_line(manifest: Manifest) -> str:
     0: a reader of a nightly log should not have to infer that nothing was lost."""
     counts = manifest.counts or RunCounts()
     return (
-        f"{counts.total} items: {counts.scored} scored, {counts.unscorable} unscorable, "
+        f"{counts.total} items: {counts.scored} scored, "
+        f"{counts.blank_summaries} blank summaries (scored 0), "
+        f"{counts.unscorable} unscorable{_unscorable_named(manifest)}, "
         f"{counts.errors} errors; {manifest.unfinished or 0} unfinished; "
         f"{manifest.hook_errors} hook errors"
     )
+
+
+def _unscorable_named(manifest: Manifest) -> str:
+    """`` (blank source: a, b and 3 more)``: the data's rows to fix, as the manifest names them."""
+    named = manifest.unscorable_items
+    total = manifest.counts.unscorable if manifest.counts else len(named)
+    if not total:
+        return ""
+    shown = ", ".join(named[:3])
+    more = total - min(len(named), 3)
+    return f" (blank source: {shown}{f' and {more} more' if more else ''})"
 
 
 def _dollars(value: float | None) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +41,7 @@ from summeval_runner._io._parquet import described, typed_frame, write_typed
 from summeval_runner._io._tables import ITEMS_SCHEMA, one_row_per_item
 from summeval_runner._memory import hand_back_memory
 from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
-from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
+from summeval_runner._scorers._result import COUNTED, METRICS, SUMMARIZATION_SCORER_ID, Status
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
 
 _WORST_ITEMS = 5
@@ -60,8 +60,19 @@ COMPARISON_SCHEMA = pa.schema(
             nullable=False,
         ),
         described("items", pa.int64(), "the run's finished items", nullable=False),
-        described("scored", pa.int64(), "items scored", nullable=False),
-        described("unscorable", pa.int64(), "items unscorable (a blank text)", nullable=False),
+        described("scored", pa.int64(), "items scored (judged)", nullable=False),
+        described(
+            "blank_summaries",
+            pa.int64(),
+            "items whose summary is blank: 0 in every figure (the mean, the pairing, the gate)",
+            nullable=False,
+        ),
+        described(
+            "unscorable",
+            pa.int64(),
+            "items unscorable (a blank source): left out of the figures",
+            nullable=False,
+        ),
         described("errors", pa.int64(), "items that ended in error", nullable=False),
         described("unfinished", pa.int64(), "items the run did not finish", nullable=False),
         described(
@@ -71,8 +82,15 @@ COMPARISON_SCHEMA = pa.schema(
             "made before the checks (no flags column)",
         ),
         described("dimension", pa.string(), "score, alignment or coverage", nullable=False),
-        described("n", pa.int64(), "scored items with a value of the dimension", nullable=False),
-        described("mean", pa.float64(), "the dimension's mean over the scored items"),
+        described(
+            "n",
+            pa.int64(),
+            "items that count (scored, blank summaries) with a value of the dimension",
+            nullable=False,
+        ),
+        described(
+            "mean", pa.float64(), "the dimension's mean over the scored items and blank summaries"
+        ),
         described("ci95_low", pa.float64(), "lower end of the mean's 95% t-interval"),
         described("ci95_high", pa.float64(), "upper end of the mean's 95% t-interval"),
         described("baseline", pa.string(), "the baseline's label; null for the baseline itself"),
@@ -240,14 +258,16 @@ def _arrow_lists(kind: pa.DataType) -> pd.ArrowDtype | None:
 
 
 def run_counts(run: Run) -> dict[str, int]:
-    """The run's items (of the summarization scorer) and how many were scored, unscorable or
-    errors."""
-    statuses = run.items["status"]
+    """The run's items (of the summarization scorer) and how many were scored, blank summaries,
+    unscorable or errors."""
+    tally = cast(dict[Status, int], run.items["status"].value_counts().to_dict())
+    counts = RunCounts.tallied(tally)
     return {
-        "items": len(statuses),
-        "scored": int((statuses == "scored").sum()),
-        "unscorable": int((statuses == "unscorable").sum()),
-        "errors": int((statuses == "error").sum()),
+        "items": counts.total,
+        "scored": counts.scored,
+        "blank_summaries": counts.blank_summaries,
+        "unscorable": counts.unscorable,
+        "errors": counts.errors,
     }
 
 
@@ -460,8 +480,9 @@ def content_pairings(runs: Sequence[Run], base: Run | None) -> list[ContentPairi
 
 
 def _scored_mask(run: Run, column: str) -> npt.NDArray[np.bool_]:
-    """Which of the run's items were scored and have a value of ``column``."""
-    scored: npt.NDArray[np.bool_] = (run.items["status"] == "scored").to_numpy(dtype=bool)
+    """Which of the run's items count (scored, or a blank summary's 0) and have a value of
+    ``column``."""
+    scored: npt.NDArray[np.bool_] = run.items["status"].isin(COUNTED).to_numpy(dtype=bool)
     present: npt.NDArray[np.bool_] = run.items[column].notna().to_numpy(dtype=bool)
     return scored & present
 
@@ -927,6 +948,8 @@ def _broken(row: Mapping[str, Any], max_error_rate: float) -> BrokenRun | None:
     counts = RunCounts(
         total=int(row["items"]),
         scored=int(row["scored"]),
+        # A comparison written before blank summaries counted has no such column.
+        blank_summaries=int(row.get("blank_summaries", 0)),
         unscorable=int(row["unscorable"]),
         errors=int(row["errors"]),
     )
@@ -1095,7 +1118,7 @@ def history_of(family: Sequence[Run]) -> tuple[pd.DataFrame, list[Run]]:
         for dimension, column in METRICS.items():
             values = _scored(run, column)
             row[dimension] = statistics.fmean(values) if len(values) else None
-        row["n"] = int((run.items["status"] == "scored").sum())
+        row["n"] = int(run.items["status"].isin(COUNTED).sum())
         rows.append(row)
     return pd.DataFrame(rows), same
 

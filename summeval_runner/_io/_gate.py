@@ -292,8 +292,8 @@ def _markdown(verdict: GateVerdict) -> str:
     runs = _runs(comparison)
     if runs:
         lines += [
-            "| run | status | items | scored | unscorable | errors | unfinished | health |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| run | status | items | scored | blank | unscorable | errors | unfinished | health |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         cases = {(c.run_dir, c.name): c for c in _cases(verdict)}
         baselines = set(comparison["baseline"].dropna().astype(str))
@@ -302,7 +302,8 @@ def _markdown(verdict: GateVerdict) -> str:
             state = "**fail**" if health.failures else ("pass" if verdict.gated else NONE)
             lines.append(
                 f"| {_md(run['variant'])} | {_md(run['status'])} | {int(run['items'])} | "
-                f"{int(run['scored'])} | {int(run['unscorable'])} | {int(run['errors'])} | "
+                f"{int(run['scored'])} | {int(run.get('blank_summaries', 0))} | "
+                f"{int(run['unscorable'])} | {int(run['errors'])} | "
                 f"{int(run['unfinished'])} | {state} |"
             )
         lines += [

@@ -35,8 +35,16 @@ _TIME = pa.timestamp("us", tz="UTC")
 
 def _dimension_fields(dimension: str) -> list[pa.Field]:
     return [
-        described(f"{dimension}_n", pa.int64(), f"scored items with a {dimension} value"),
-        described(f"{dimension}_mean", pa.float64(), f"mean {dimension} over the scored items"),
+        described(
+            f"{dimension}_n",
+            pa.int64(),
+            f"items that count (scored, blank summaries) with a {dimension} value",
+        ),
+        described(
+            f"{dimension}_mean",
+            pa.float64(),
+            f"mean {dimension} over the scored items and blank summaries (0)",
+        ),
         described(
             f"{dimension}_ci95_low",
             pa.float64(),
@@ -83,8 +91,9 @@ RUNS_SCHEMA = pa.schema(
             nullable=False,
         ),
         described("items", pa.int64(), "items finished; null: none recorded"),
-        described("scored", pa.int64(), "items scored"),
-        described("unscorable", pa.int64(), "items unscorable (a blank text)"),
+        described("scored", pa.int64(), "items scored (judged)"),
+        described("blank_summaries", pa.int64(), "items whose summary is blank: 0 in every figure"),
+        described("unscorable", pa.int64(), "items unscorable (a blank source)"),
         described("errors", pa.int64(), "items that ended in error"),
         described("unfinished", pa.int64(), "items the run was to finish and did not"),
         described("input_tokens", pa.int64(), "the judge's input tokens, every request's"),
@@ -145,6 +154,7 @@ def run_row(run_dir: Path, manifest: Manifest) -> dict[str, Any]:
         "status": manifest.status,
         "items": counts.total if counts is not None else None,
         "scored": counts.scored if counts is not None else None,
+        "blank_summaries": counts.blank_summaries if counts is not None else None,
         "unscorable": counts.unscorable if counts is not None else None,
         "errors": counts.errors if counts is not None else None,
         "unfinished": manifest.unfinished,
@@ -242,8 +252,10 @@ TREND_SCHEMA = pa.schema(
         described("started_at", _TIME, "when the run started (UTC)", nullable=False),
         described("status", pa.string(), "the run's manifest status", nullable=False),
         described("dimension", pa.string(), "score, alignment or coverage", nullable=False),
-        described("n", pa.int64(), "scored items", nullable=False),
-        described("mean", pa.float64(), "the dimension's mean over the scored items"),
+        described("n", pa.int64(), "items that count (scored, blank summaries)", nullable=False),
+        described(
+            "mean", pa.float64(), "the dimension's mean over the scored items and blank summaries"
+        ),
         described("ci95_low", pa.float64(), "lower end of the mean's 95% t-interval"),
         described("ci95_high", pa.float64(), "upper end of the mean's 95% t-interval"),
         described(

@@ -61,7 +61,7 @@ from summeval_runner._io._tables import (
 )
 from summeval_runner._memory import hand_back_memory
 from summeval_runner._scorers._outcome import RunCounts
-from summeval_runner._scorers._result import Status
+from summeval_runner._scorers._result import STATUSES, Status
 from summeval_runner._secrets import scrub
 
 logger = logging.getLogger("summeval_runner")
@@ -83,6 +83,9 @@ _SYNC_INTERVAL_S = 1.0
 # A journal line starts with its position, item id and status (a record's first fields, in the
 # compact form pydantic writes), so indexing the journal needs no full parse of each line.
 _HEAD = re.compile(rb'^\{"position":(\d+),"item_id":("(?:[^"\\]|\\.)*"),"status":"(\w+)"')
+_STATUS_BYTES = frozenset(status.encode() for status in STATUSES)
+# How many unscorable items (a blank source) a run's manifest names; the count is whole.
+NAMED_UNSCORABLE = 20
 _TRAFFIC = b'{"traffic":'
 _QUESTIONS = b'{"questions":'
 _BATCH = b'{"batch":'
@@ -442,6 +445,7 @@ class RunWriter:
         summary = Summary()
         noise = NoiseTally()
         statuses: Counter[Status] = Counter()
+        unscorable: list[str] = []
         flagged = 0
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in schemas}
         waiting: dict[str, list[pa.Table]] = {name: [] for name in schemas}
@@ -472,6 +476,8 @@ class RunWriter:
             records = _latest_records(self.journal_path, self._damage)
             for count, record in enumerate(records, 1):
                 statuses[record.status] += 1
+                if record.status == "unscorable" and len(unscorable) < NAMED_UNSCORABLE:
+                    unscorable.append(record.item_id)
                 flagged += record.flagged
                 noise.add(record)
                 built = rows_of(record, run_id=run_id, variant=variant, metadata=metadata)
@@ -502,7 +508,10 @@ class RunWriter:
         for path in paths.values():
             os.replace(_partial(path), path)
         return Compacted(
-            tables=paths, counts=RunCounts.of(statuses.elements(), flagged), noise=noise
+            tables=paths,
+            counts=RunCounts.tallied(statuses, flagged),
+            noise=noise,
+            unscorable_items=tuple(unscorable),
         )
 
 
@@ -569,12 +578,14 @@ def _questions_rows(
 
 @dataclass(frozen=True)
 class Compacted:
-    """A compacted run: its tables (name -> path), its items' counts (each item once), and how
-    the judge's trials of its items disagreed."""
+    """A compacted run: its tables (name -> path), its items' counts (each item once), how
+    the judge's trials of its items disagreed, and the first unscorable items' ids (a blank
+    source: the data's failure, named in the manifest and the run's summary)."""
 
     tables: dict[str, Path]
     counts: RunCounts
     noise: NoiseTally
+    unscorable_items: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -845,7 +856,7 @@ def _latest_entries(journal: Path, damage: _Damage) -> tuple[array[int], array[i
         if line.startswith(_SIDE_LINES):
             continue
         head = _HEAD.match(line)
-        if head is not None and head[3] in (b"scored", b"unscorable", b"error"):
+        if head is not None and head[3] in _STATUS_BYTES:
             position, item_id = int(head[1]), json.loads(head[2])
         else:
             try:

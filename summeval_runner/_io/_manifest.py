@@ -429,6 +429,9 @@ class Manifest(_Part):
     exit_code: int | None = None
     duration_s: float | None = None
     counts: RunCounts | None = None
+    # The first unscorable items (a blank source: the data's failure, left out of the means),
+    # by id in dataset order; counts.unscorable counts them all.
+    unscorable_items: tuple[str, ...] = ()
     unfinished: int | None = None
     hook_errors: int = 0
     means: dict[str, float | None] = {}

@@ -305,7 +305,15 @@ def merge_runs(
         )
         write_runs_table(
             building,
-            _write_manifest(building, runs, merged, unfinished, noise, compacted.noise.panel()),
+            _write_manifest(
+                building,
+                runs,
+                merged,
+                unfinished,
+                noise,
+                compacted.noise.panel(),
+                compacted.unscorable_items,
+            ),
         )
         if out.exists():
             out.rmdir()  # checked empty above
@@ -422,6 +430,7 @@ def _write_manifest(
     unfinished: int,
     noise: JudgeNoise | None,
     panel: PanelDisagreement | None = None,
+    unscorable_items: tuple[str, ...] = (),
 ) -> Manifest:
     first = runs[0].manifest
     config = dict(first.config)
@@ -464,6 +473,7 @@ def _write_manifest(
         # Work summed over the shards, which ran side by side: not the merged run's wall time.
         duration_s=round(sum(run.manifest.duration_s or 0.0 for run in runs), 3),
         counts=merged.counts,
+        unscorable_items=unscorable_items,
         unfinished=merged.missing_items,
         hook_errors=sum(run.manifest.hook_errors for run in runs),
         means=score_means(building / merged.tables["aggregates"].name),

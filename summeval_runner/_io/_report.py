@@ -45,7 +45,7 @@ from summeval_runner._io._report_plots import (
     swatch,
     trends_section,
 )
-from summeval_runner._scorers._result import METRICS
+from summeval_runner._scorers._result import COUNTED, METRICS
 
 
 @cache
@@ -273,7 +273,14 @@ def _runs_section(
             f"<td>{_e(run.manifest.status)}</td>"
             + "".join(
                 f'<td class="num">{counts[name]}</td>'
-                for name in ("items", "scored", "unscorable", "errors", "unfinished")
+                for name in (
+                    "items",
+                    "scored",
+                    "blank_summaries",
+                    "unscorable",
+                    "errors",
+                    "unfinished",
+                )
             )
             + f'<td class="num cost">{_e(money(cost.total, cost.currency))}'
             f'<div class="muted small">judge {_e(money(cost.judge, cost.currency))}, '
@@ -290,7 +297,8 @@ def _runs_section(
         )
     return (
         '<section id="runs"><h2>Runs</h2><div class="wide"><table class="runs"><tr>'
-        "<th>variant</th><th>status</th><th>items</th><th>scored</th><th>unscorable</th>"
+        "<th>variant</th><th>status</th><th>items</th><th>scored</th>"
+        "<th title='blank summaries: 0 in every figure'>blank</th><th>unscorable</th>"
         "<th>errors</th><th>unfinished</th><th>cost</th><th>judge</th>"
         "<th>started</th></tr>"
         + "".join(rows)
@@ -343,7 +351,7 @@ def _distributions(
         upper = max(scales, default=1.0) if dimension == "score" else 1.0
         series = []
         for run, colour in zip(runs, palette, strict=True):
-            scored = run.items[run.items["status"] == "scored"][column].dropna()
+            scored = run.items[run.items["status"].isin(COUNTED)][column].dropna()
             row = figures.get((run.variant, dimension), {})
             series.append(
                 Series(

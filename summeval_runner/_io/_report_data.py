@@ -32,7 +32,12 @@ from summeval_runner._io._compare import Run
 from summeval_runner._scorers._result import SUMMARIZATION_SCORER_ID
 
 # Statuses and coverage verdicts as the viewer reads them.
-STATUS_CODES: Mapping[str, str] = {"scored": "s", "unscorable": "u", "error": "e"}
+STATUS_CODES: Mapping[str, str] = {
+    "scored": "s",
+    "blank_summary": "b",
+    "unscorable": "u",
+    "error": "e",
+}
 ANSWERED, NOT_ANSWERED, NO_VERDICT = "a", "n", "m"
 # Scores are shown with three decimals; four keep sorting and filtering exact at that precision.
 _SCORE_DIGITS = 4

@@ -9,7 +9,7 @@
 // This file is the page's only script; the Content-Security-Policy allows it by its hash.
 (() => {
   const PAGE_SIZE = 100;
-  const STATUS = { s: "scored", u: "unscorable", e: "error" };
+  const STATUS = { s: "scored", b: "blank_summary", u: "unscorable", e: "error" };
   const QUESTION_VERDICT = { a: "answered", n: "not answered", m: "no verdict" };
   // An entry's fields, as _report_data.py writes them.
   const E = {

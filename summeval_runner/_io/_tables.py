@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 from array import array
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 from summeval_runner._io._metadata import MetadataTypes
 from summeval_runner._io._parquet import described, for_pandas
 from summeval_runner._scorers._outcome import RunCounts, item_status
-from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID, Status
+from summeval_runner._scorers._result import COUNTED, METRICS, SUMMARIZATION_SCORER_ID, Status
 from summeval_runner._stats import mean_interval, quantile
 
 _ERROR_STEPS = "target, preprocess, analyze, reason, or scorer"
@@ -78,14 +79,29 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
         pa.schema(
             [
                 *_key_fields(),
-                described("status", pa.string(), "scored, unscorable or error", nullable=False),
+                described(
+                    "status",
+                    pa.string(),
+                    "scored; blank_summary (the summary is blank: 0, counted in the means); "
+                    "unscorable (the source is blank: left out of the means); or error",
+                    nullable=False,
+                ),
                 described(
                     "score",
                     pa.float64(),
-                    "min(alignment, coverage) x scale; null for an error, never 0",
+                    "min(alignment, coverage) x scale (0 for a blank summary); "
+                    "null for an error, never 0",
                 ),
-                described("alignment_score", pa.float64(), "supported claims / claims, 0 to 1"),
-                described("coverage_score", pa.float64(), "answered questions / questions, 0 to 1"),
+                described(
+                    "alignment_score",
+                    pa.float64(),
+                    "supported claims / claims, 0 to 1 (0 for a blank summary)",
+                ),
+                described(
+                    "coverage_score",
+                    pa.float64(),
+                    "answered questions / questions, 0 to 1 (0 for a blank summary)",
+                ),
                 described("claims", pa.int32(), "claims the judge found in the summary"),
                 described("supported_claims", pa.int32(), "claims the source supports"),
                 described("questions", pa.int32(), "coverage questions asked (N)"),
@@ -251,7 +267,7 @@ COVERAGE_SCHEMA = for_pandas(
         ]
     )
 )
-_STAT = "over the scored items"
+_STAT = "over the scored items and the blank summaries (0)"
 AGGREGATES_SCHEMA = for_pandas(
     pa.schema(
         [
@@ -260,15 +276,26 @@ AGGREGATES_SCHEMA = for_pandas(
             described("scorer_id", pa.string(), "the scorer", nullable=False),
             described("metric", pa.string(), "score, alignment or coverage", nullable=False),
             described("items", pa.int64(), "items finished", nullable=False),
-            described("scored", pa.int64(), "items scored", nullable=False),
+            described("scored", pa.int64(), "items scored (judged)", nullable=False),
+            described(
+                "blank_summaries",
+                pa.int64(),
+                "items whose summary is blank: scored 0 and counted in the figures",
+                nullable=False,
+            ),
             described(
                 "unscorable",
                 pa.int64(),
-                "items unscorable (a blank summary or source)",
+                "items unscorable (a blank source): left out of the figures",
                 nullable=False,
             ),
             described("errors", pa.int64(), "items in error", nullable=False),
-            described("n", pa.int64(), "values: the scored items", nullable=False),
+            described(
+                "n",
+                pa.int64(),
+                "values: the scored items and the blank summaries",
+                nullable=False,
+            ),
             described("mean", pa.float64(), f"the mean {_STAT}"),
             described("std", pa.float64(), f"the sample standard deviation {_STAT}"),
             described("min", pa.float64(), f"the lowest value {_STAT}"),
@@ -430,7 +457,8 @@ def aggregate(
     upper: float | None,
 ) -> dict[str, Any]:
     """One aggregates row: the item counts, and the metric's n, mean, spread and t-interval of
-    the mean over the scored items, clipped to [0, upper] when bounded."""
+    the mean over the items that count (scored, blank summaries), clipped to [0, upper] when
+    bounded."""
     n = len(values)
     ordered = sorted(values)
     mean, low, high = mean_interval(values, upper=upper)
@@ -442,6 +470,7 @@ def aggregate(
         "metric": metric,
         "items": counts.total,
         "scored": counts.scored,
+        "blank_summaries": counts.blank_summaries,
         "unscorable": counts.unscorable,
         "errors": counts.errors,
         "n": n,
@@ -469,7 +498,7 @@ class Summary:
     def __init__(self) -> None:
         # Per (run_id, variant, scorer_id): its items' statuses counted, the scale, and each
         # metric's values over the scored items (8 bytes each: a million items' fit in 24 MB).
-        self._statuses: dict[tuple[str, str, str], dict[Status, int]] = {}
+        self._statuses: dict[tuple[str, str, str], Counter[Status]] = {}
         self._scales: dict[tuple[str, str, str], float | None] = {}
         self._values: dict[tuple[str, str, str], dict[str, array[float]]] = {}
         self._with_dimensions: set[tuple[str, str, str]] = set()
@@ -484,7 +513,7 @@ class Summary:
 
     def _add(self, key: tuple[str, str, str], trials: list[Mapping[str, Any]]) -> None:
         if key not in self._statuses:
-            self._statuses[key] = {"scored": 0, "unscorable": 0, "error": 0}
+            self._statuses[key] = Counter()
             self._values[key] = {metric: array("d") for metric in METRICS}
             self._scales[key] = None
             if key[2] == SUMMARIZATION_SCORER_ID:
@@ -499,7 +528,7 @@ class Summary:
                 self._scales[key] = row["scale"]
             if row["prompt_version"] is not None:
                 self._with_dimensions.add(key)
-        if status == "scored":
+        if status in COUNTED:
             for metric, column in METRICS.items():
                 values = [row[column] for row in trials if row[column] is not None]
                 if values:
@@ -509,12 +538,7 @@ class Summary:
         rows = []
         for key, statuses in self._statuses.items():
             scale = self._scales[key]
-            counts = RunCounts(
-                total=sum(statuses.values()),
-                scored=statuses["scored"],
-                unscorable=statuses["unscorable"],
-                errors=statuses["error"],
-            )
+            counts = RunCounts.tallied(statuses)
             for metric in METRICS:
                 if metric != "score" and key not in self._with_dimensions:
                     continue
@@ -525,7 +549,7 @@ class Summary:
 
 def one_row_per_item(items: pd.DataFrame) -> pd.DataFrame:
     """An ``items`` table (of one scorer) with one row per item: an item judged in several
-    trials gets the mean of its scores over them (``None`` unless every trial was scored), the
+    trials gets the mean of its scores over them (``None`` unless every trial counts), the
     worst of their statuses, the sum of their usage and the first trial's texts; ``trials``
     counts them. A table of one trial comes back as it is, with ``trials`` 1."""
     if "trial" not in items.columns or items.empty or not (items["trial"] > 0).any():
@@ -538,10 +562,10 @@ def one_row_per_item(items: pd.DataFrame) -> pd.DataFrame:
     collapsed = first.copy()
     collapsed["status"] = statuses
     collapsed["trials"] = grouped.size()
-    scored = collapsed["status"] == "scored"
+    counted = collapsed["status"].isin(COUNTED)
     for column in METRICS.values():
         means = grouped[column].mean()
-        collapsed[column] = means.where(scored, None)
+        collapsed[column] = means.where(counted, None)
     summed = ("judge_calls", "judge_retries", "input_tokens", "output_tokens", "reasoning_tokens")
     for column in (*summed, "judge_cost"):
         if column in collapsed.columns:
@@ -551,7 +575,8 @@ def one_row_per_item(items: pd.DataFrame) -> pd.DataFrame:
 
 
 def score_means(aggregates: Path) -> dict[str, float | None]:
-    """Each scorer's mean score over its scored items, read from a run's aggregates table."""
+    """Each scorer's mean score over its scored items and blank summaries, read from a run's
+    aggregates table."""
     return {
         row["scorer_id"]: row["mean"]
         for row in pq.read_table(aggregates).to_pylist()

@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -40,6 +41,7 @@ from summeval_runner._scorers._result import (
     ErrorInfo,
     EvaluationProgress,
     FailedStep,
+    Status,
     SummarizationResult,
 )
 from summeval_runner._stats import RunningMean
@@ -163,7 +165,7 @@ class Batch:
         self.done: list[tuple[int, ItemResult]] = []
         self.finished = 0
         self.drawn = 0
-        self.statuses = {"scored": 0, "unscorable": 0, "error": 0}
+        self.statuses: Counter[Status] = Counter()
         # Items a manipulation check tripped on (SummarizationResult.flags).
         self.flagged = 0
         # Each scorer's mean over its scored items, kept as they come (constant memory).
@@ -186,13 +188,7 @@ class Batch:
 
     @property
     def counts(self) -> RunCounts:
-        return RunCounts(
-            total=self.finished,
-            scored=self.statuses["scored"],
-            unscorable=self.statuses["unscorable"],
-            errors=self.statuses["error"],
-            flagged=self.flagged,
-        )
+        return RunCounts.tallied(self.statuses, self.flagged)
 
     async def run(
         self, items: Iterator[tuple[int, Item]], stop: asyncio.Event | None, grace_s: float

@@ -348,7 +348,11 @@ async def estimate_evals(
                     estimate.target_cost = None
             for each in trial_scorers:
                 result = await each.run(input=item.input, output=output)
-            estimate.scorable += getattr(result, "status", "scored") != "unscorable"
+            # A blank text (summary or source) is scored by rule, with no judge call.
+            estimate.scorable += getattr(result, "status", "scored") not in (
+                "unscorable",
+                "blank_summary",
+            )
     finally:
         if cache is not None:
             cache.close()

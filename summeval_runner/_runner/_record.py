@@ -414,6 +414,7 @@ class RunRecorder:
                     "finished_at": datetime.now(timezone.utc),
                     "duration_s": round(traffic.elapsed_s, 3),
                     "counts": counts,
+                    "unscorable_items": compacted.unscorable_items,
                     "unfinished": unfinished,
                     "hook_errors": self.manifest.hook_errors + hook_errors,
                     "means": score_means(compacted.tables["aggregates"]),

@@ -456,11 +456,13 @@ def _log_ending(
         hook_errors = batch.hook_errors
     counts = counts or RunCounts()
     logger.info(
-        "run_evals: %s: %d items: %d scored, %d unscorable, %d errors; %d unfinished; %d hook "
+        "run_evals: %s: %d items: %d scored, %d blank summaries (scored 0), %d unscorable, "
+        "%d errors; %d unfinished; %d hook "
         "errors; judge requests %d (retries %d, 429s %d), cache hits %d; agent cache hits %d",
         status,
         counts.total,
         counts.scored,
+        counts.blank_summaries,
         counts.unscorable,
         counts.errors,
         unfinished or 0,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from summeval_runner._judges._protocol import TokenUsage
-from summeval_runner._scorers._result import ErrorInfo, Status
+from summeval_runner._scorers._result import COUNTED, ErrorInfo, Status
 
 
 def _field(result: Any, name: str) -> Any:
@@ -51,9 +51,10 @@ def status_of(result: Any) -> Status:
     """Any scorer's result read as a status.
 
     An ``ErrorInfo`` is an error; a result whose ``status`` (attribute or key) is
-    ``unscorable`` or ``error`` is that; a result with a number (``number_of``), or with a
-    boolean verdict as its score, is scored; anything else (``None``, a string, a mapping
-    without a score) is an error: a scorer that gave nothing to count must not pass as scored.
+    ``blank_summary``, ``unscorable`` or ``error`` is that; a result with a number
+    (``number_of``), or with a boolean verdict as its score, is scored; anything else
+    (``None``, a string, a mapping without a score) is an error: a scorer that gave nothing to
+    count must not pass as scored.
 
     >>> status_of({"score": 0.9}), status_of(None), status_of({"status": "unscorable"})
     ('scored', 'error', 'unscorable')
@@ -61,7 +62,7 @@ def status_of(result: Any) -> Status:
     if isinstance(result, ErrorInfo):
         return "error"
     status = _field(result, "status")
-    if status in ("unscorable", "error"):
+    if status in ("blank_summary", "unscorable", "error"):
         return status  # type: ignore[no-any-return]
     verdict = result if isinstance(result, bool) else _field(result, "score")
     if number_of(result) is not None or isinstance(verdict, bool):
@@ -70,21 +71,24 @@ def status_of(result: Any) -> Status:
 
 
 def scored_number(result: Any) -> float | None:
-    """A scored result's number; ``None`` for an unscorable or failed one."""
-    return number_of(result) if status_of(result) == "scored" else None
+    """The number a result counts as in the means: a scored result's, a blank summary's (0);
+    ``None`` for an unscorable or failed one."""
+    return number_of(result) if status_of(result) in COUNTED else None
 
 
 def item_status(statuses: Iterable[Status]) -> Status:
-    """An item's status from its scorers' statuses: any error makes it an error, else any
-    unscorable makes it unscorable, else it is scored.
+    """An item's status from its scorers' (or trials') statuses, the worst of them: an error,
+    else unscorable, else a blank summary, else scored.
 
-    >>> item_status(["scored", "unscorable"])
-    'unscorable'
+    >>> item_status(["scored", "unscorable"]), item_status(["scored", "blank_summary"])
+    ('unscorable', 'blank_summary')
     """
     found = set(statuses)
-    if "error" in found:
-        return "error"
-    return "unscorable" if "unscorable" in found else "scored"
+    worst_first: tuple[Status, ...] = ("error", "unscorable", "blank_summary")
+    for status in worst_first:
+        if status in found:
+            return status
+    return "scored"
 
 
 @dataclass(frozen=True)
@@ -145,13 +149,16 @@ def trial_mean(results: Iterable[Any]) -> float | None:
 
 
 class RunCounts(BaseModel):
-    """Items finished in a run: all of them, and how many were scored, unscorable or errors;
-    ``flagged``: how many tripped a manipulation check (any status; ``_flags.CHECKS``)."""
+    """Items finished in a run: all of them, and how many were scored (judged), blank summaries
+    (scored 0 by rule, counted in the means: ``counted`` is both), unscorable (a blank source,
+    left out of the means) or errors; ``flagged``: how many tripped a manipulation check (any
+    status; ``_flags.CHECKS``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     total: int = 0
     scored: int = 0
+    blank_summaries: int = 0
     unscorable: int = 0
     errors: int = 0
     flagged: int = 0
@@ -160,16 +167,21 @@ class RunCounts(BaseModel):
     def of(cls, statuses: Iterable[Status], flagged: int = 0) -> RunCounts:
         """The counts of a list of item statuses.
 
-        >>> RunCounts.of(["scored", "error", "scored"])
-        RunCounts(total=3, scored=2, unscorable=0, errors=1, flagged=0)
+        >>> RunCounts.of(["scored", "error", "scored", "blank_summary"])
+        RunCounts(total=4, scored=2, blank_summaries=1, unscorable=0, errors=1, flagged=0)
         """
         # Counted as they come, not listed: a million statuses are 8 MB of list.
-        counted = Counter(statuses)
+        return cls.tallied(Counter(statuses), flagged)
+
+    @classmethod
+    def tallied(cls, tally: Mapping[Status, int], flagged: int = 0) -> RunCounts:
+        """The counts of a tally of item statuses (status -> items)."""
         return cls(
-            total=sum(counted.values()),
-            scored=counted["scored"],
-            unscorable=counted["unscorable"],
-            errors=counted["error"],
+            total=sum(tally.values()),
+            scored=tally.get("scored", 0),
+            blank_summaries=tally.get("blank_summary", 0),
+            unscorable=tally.get("unscorable", 0),
+            errors=tally.get("error", 0),
             flagged=flagged,
         )
 
@@ -177,10 +189,16 @@ class RunCounts(BaseModel):
         return RunCounts(
             total=self.total + other.total,
             scored=self.scored + other.scored,
+            blank_summaries=self.blank_summaries + other.blank_summaries,
             unscorable=self.unscorable + other.unscorable,
             errors=self.errors + other.errors,
             flagged=self.flagged + other.flagged,
         )
+
+    @property
+    def counted(self) -> int:
+        """Items whose score counts in the means: the scored and the blank summaries (0)."""
+        return self.scored + self.blank_summaries
 
     @property
     def error_rate(self) -> float:
@@ -209,7 +227,7 @@ def gate_failure(
     """
     if status != "completed" or unfinished:
         return "unfinished"
-    if counts.scored == 0:
+    if counts.counted == 0:
         return "unscored"
     if counts.error_rate > max_error_rate:
         return "errors"

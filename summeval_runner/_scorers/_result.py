@@ -19,7 +19,14 @@ from summeval_runner._judges._protocol import (
 )
 from summeval_runner._scorers._flags import FlagName, FlagSpan
 
-Status = Literal["scored", "unscorable", "error"]
+Status = Literal["scored", "blank_summary", "unscorable", "error"]
+# Every status, in the order a run's counts list them.
+STATUSES: tuple[Status, ...] = ("scored", "blank_summary", "unscorable", "error")
+# The statuses whose score counts in every mean, interval, comparison and gate (SPEC §1.3): a
+# judged summary's, and a blank summary's 0 (the system under test returned nothing, so it
+# cannot raise its mean by leaving its hardest items blank). An unscorable item (a blank
+# source: the data's failure) and an error are left out, and counted apart.
+COUNTED: frozenset[Status] = frozenset({"scored", "blank_summary"})
 # The summarization scorer's id, in every row it writes.
 SUMMARIZATION_SCORER_ID = "summarization-scorer"
 # The dimensions a summarization result reports: each metric's name, and the result's (and the
@@ -293,8 +300,10 @@ def add_usage(usages: Iterable[Usage]) -> Usage:
 class SummarizationResult(_Frozen):
     """The outcome of one evaluation.
 
-    ``status`` is ``"scored"``, ``"unscorable"`` (a blank summary or source: score 0 by rule, no
-    judge call) or ``"error"`` (``score`` is ``None`` and ``error`` says why; never a 0 that could
+    ``status`` is ``"scored"``, ``"blank_summary"`` (the summary is blank: the system's failure,
+    score 0 on every dimension, counted in every mean; no judge call), ``"unscorable"`` (the
+    source is blank: the data's failure, score 0 by rule but left out of the means; no judge
+    call) or ``"error"`` (``score`` is ``None`` and ``error`` says why; never a 0 that could
     be averaged in). ``alignment_score`` and ``coverage_score`` are derived from the verdicts.
     ``source`` and ``summary`` are the texts that were judged, as the scorer read them from the
     input and the output. ``questions_shared`` says the questions were drawn by another
@@ -351,7 +360,9 @@ class SummarizationResult(_Frozen):
     @property
     def alignment_score(self) -> float | None:
         """Supported claims / claims, or ``None`` when the claims were not judged; a panel's:
-        the aggregate of its judges'."""
+        the aggregate of its judges'; 0 for a blank summary, as its score."""
+        if self.status == "blank_summary":
+            return 0.0
         if self.panel:
             return panel_figure((r.alignment_score for r in self.panel), self.aggregate)
         if self.preprocess_step_result is None:
@@ -361,7 +372,9 @@ class SummarizationResult(_Frozen):
     @property
     def coverage_score(self) -> float | None:
         """Answered questions / N, or ``None`` when the questions were not answered; a panel's:
-        the aggregate of its judges'."""
+        the aggregate of its judges'; 0 for a blank summary, which answers nothing."""
+        if self.status == "blank_summary":
+            return 0.0
         if self.panel:
             return panel_figure((r.coverage_score for r in self.panel), self.aggregate)
         if self.preprocess_step_result is None or self.analyze_step_result is None:

@@ -304,17 +304,29 @@ class SummarizationScorer(AsyncClosing):
         """
         summary = extract_summary(output)
         source = self.source_of(input, output)
-        empty = [
-            name for name, text in (("summary", summary), ("source", source)) if not text.strip()
-        ]
-        if empty:
+        if not source.strip():
+            # The data's failure: nothing to judge against, whatever the summary says; left out
+            # of the means and counted apart (SPEC §1.3).
+            both = "" if summary.strip() else " (and so is the summary)"
             return self._result(
                 source=source,
                 summary=summary,
                 status="unscorable",
                 score=0.0,
-                reason=f"The {' and the '.join(empty)} {'is' if len(empty) == 1 else 'are'} "
-                "empty, so there is nothing to judge; the score is 0 by rule.",
+                reason=f"The source is empty{both}, so there is nothing to judge the summary "
+                "against; the item is unscorable and left out of the means.",
+                usage=Usage(),
+            )
+        if not summary.strip():
+            # The system's failure: it returned nothing. Scored 0 and counted as 0 everywhere,
+            # so a system cannot raise its mean by leaving its hardest items blank.
+            return self._result(
+                source=source,
+                summary=summary,
+                status="blank_summary",
+                score=0.0,
+                reason="The summary is empty, so it states nothing of the source; "
+                "the score is 0 by rule and counts as 0 in the means.",
                 usage=Usage(),
             )
         if isinstance(self.judge, JudgePanel):
