@@ -40,7 +40,8 @@ def test_the_defaults_do_the_whole_job_offline(
     assert completed.returncode == 0, completed.stderr
     assert f"results: {run_dir}" in completed.stdout
     assert (
-        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 blank summaries (scored 0), 0 unscorable, 0 errors" in completed.stdout
+        f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored, 0 blank summaries (scored 0), 0 unscorable, 0 errors"
+        in completed.stdout
     )
     assert "summarization-scorer   score" in completed.stdout
 
@@ -381,7 +382,10 @@ def test_a_run_whose_every_item_errored_has_every_dimension_aggregated_over_none
     )
 
     assert completed.returncode == 1, completed.stderr
-    assert "3 items: 0 scored, 0 blank summaries (scored 0), 0 unscorable, 3 errors" in completed.stdout
+    assert (
+        "3 items: 0 scored, 0 blank summaries (scored 0), 0 unscorable, 3 errors"
+        in completed.stdout
+    )
     # The tables were written for the summarization scorer: each of its metrics is there,
     # over no item, as in a run that scored some.
     aggregates = table(tmp_path / "run", "aggregates").set_index("metric")

@@ -437,8 +437,7 @@ def test_a_first_night_passes_and_leaves_its_run_cache_and_summary(
     run_step = night.step("summeval-run")
     assert run_step.ran
     assert (
-        "8 items: 8 scored, 0 blank summaries (scored 0), 0 unscorable, 0 errors"
-        in run_step.output
+        "8 items: 8 scored, 0 blank summaries (scored 0), 0 unscorable, 0 errors" in run_step.output
     )
     gate = gate_of(night)
     assert gate.ran

@@ -91,8 +91,7 @@ def test_the_run_evals_example_runs() -> None:
     # result.counts is a pydantic model (RunCounts): print() shows its fields.
     assert (
         "\ntotal=2 scored=2 blank_summaries=0 unscorable=0 errors=0 flagged=0 "
-        "{'summarization-scorer': "
-        in printed.getvalue()
+        "{'summarization-scorer': " in printed.getvalue()
     )
 
 
