@@ -40,7 +40,7 @@ def _scorer(base_url: str) -> object:
 
 async def _run(base_url: str, dataset: Path, **options: object) -> tuple[float, object]:
     rows = [json.loads(line) for line in dataset.read_text("utf-8").splitlines()]
-    items = [{"id": row["id"], "input": row["text"], "output": row["summary"]} for row in rows]
+    items = [{"id": row["id"], "input": row["input"], "output": row["summary"]} for row in rows]
     started = time.perf_counter()
     result = await run_evals(
         scorers=[_scorer(base_url)], data=items, cache="off", **options  # type: ignore[arg-type]

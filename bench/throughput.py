@@ -64,7 +64,7 @@ def write_items(path: Path, count: int) -> Path:
             first, second = articles[index % len(articles)], articles[(index + 7) % len(articles)]
             source = _words(f"Report {index}. {first} {second}", SOURCE_WORDS)
             summary = _words(f"Report {index}. {first}", SUMMARY_WORDS)
-            file.write(json.dumps({"id": f"item-{index:06d}", "text": source, "summary": summary}))
+            file.write(json.dumps({"id": f"item-{index:06d}", "input": source, "summary": summary}))
             file.write("\n")
     return path
 
@@ -335,7 +335,7 @@ rows = [json.loads(line) for _, line in zip(range({sample}), open({str(dataset)!
 scorer = create_summarization_scorer(OfflineJudge(), {{"max_questions": 10}})
 async def main():
     for row in rows:
-        await scorer.run(input=row["text"], output=row["summary"])
+        await scorer.run(input=row["input"], output=row["summary"])
 started = time.process_time()
 asyncio.run(main())
 print((time.process_time() - started) / len(rows))

@@ -49,7 +49,7 @@ FIELDS = ["domain", "year", "rating", "flagged", "mixed", "tags", "empty"]
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
     with path.open("w", encoding="utf-8") as file:
         for index, row in enumerate(rows):
-            record = {"id": f"d{index}", "text": f"{TEXT} Copy {index}.", **row}
+            record = {"id": f"d{index}", "input": f"{TEXT} Copy {index}.", **row}
             file.write(json.dumps(record) + "\n")
     return path
 
@@ -175,7 +175,7 @@ def test_shards_type_the_metadata_alike_and_their_merge_too(tmp_path: Path) -> N
     rows = [{"rating": 2 + index if in_shard_1[index] else 2.5} for index in range(6)]
     data = DatasetFile(
         write_rows(tmp_path / "docs.jsonl", rows),
-        FieldMap(input="text", id="id", metadata=("rating",)),
+        FieldMap(id="id", metadata=("rating",)),
     )
 
     async def shard(index: int) -> None:

@@ -277,8 +277,8 @@ def test_users_bring_their_own_dataset_and_agent_with_config_dir(tmp_path: Path)
 def test_precomputed_outputs_are_scored_without_a_target(tmp_path: Path) -> None:
     data = tmp_path / "outputs.jsonl"
     data.write_text(
-        json.dumps({"id": "same", "text": "The dam opened in May. It cost 9 million.", "summary": "The dam opened in May. It cost 9 million."}) + "\n"
-        + json.dumps({"id": "other", "text": "The dam opened in May. It cost 9 million.", "summary": "Penguins are birds."}) + "\n",
+        json.dumps({"id": "same", "input": "The dam opened in May. It cost 9 million.", "summary": "The dam opened in May. It cost 9 million."}) + "\n"
+        + json.dumps({"id": "other", "input": "The dam opened in May. It cost 9 million.", "summary": "Penguins are birds."}) + "\n",
         encoding="utf-8",
     )  # fmt: skip
 
@@ -300,7 +300,7 @@ def test_a_run_that_scores_nothing_fails(tmp_path: Path) -> None:
     data = tmp_path / "outputs.jsonl"
     data.write_text(
         "".join(
-            json.dumps({"id": f"d{i}", "text": " ", "summary": "The dam opened in May."}) + "\n"
+            json.dumps({"id": f"d{i}", "input": " ", "summary": "The dam opened in May."}) + "\n"
             for i in range(3)
         ),
         encoding="utf-8",

@@ -878,16 +878,16 @@ def test_a_sweep_over_the_scale_still_compares_and_says_so(tmp_path: Path) -> No
 
 def write_docs(path: Path, texts: list[str]) -> Path:
     """A JSONL dataset with no id column: the runs generate ids from the content."""
-    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    path.write_text("".join(json.dumps({"input": t}) + "\n" for t in texts), encoding="utf-8")
     return path
 
 
 def run_offline(dataset: Path, run_dir: Path) -> Manifest:
-    """A run of the offline judge over a dataset's precomputed summaries (field ``text``)."""
+    """A run of the offline judge over a dataset's sources as their own summaries (``input``)."""
     result = asyncio.run(
         run_evals(
             scorers=[create_summarization_scorer("offline")],
-            data=DatasetFile(dataset, FieldMap(input="text", output="text")),
+            data=DatasetFile(dataset, FieldMap(output="input")),
             output_dir=run_dir,
             variant=run_dir.name,
         )
@@ -954,7 +954,10 @@ def test_reordered_rows_without_ids_compare_with_every_item_paired_and_tied(
         encoding="utf-8",
     )
     forward = run_app(tmp_path / "forward", "dataset.fields.id=null", "runner.progress=false")
-    backward = run_app(tmp_path / "backward", f"dataset.path={reordered}", "runner.progress=false")
+    backward = run_app(
+        tmp_path / "backward", f"dataset.path={reordered}", "dataset.fields.input=text",
+        "dataset.fields.metadata=[title,domain]", "runner.progress=false",
+    )  # fmt: skip
     assert forward.returncode == 0, forward.stderr
     assert backward.returncode == 0, backward.stderr
     out = tmp_path / "out"

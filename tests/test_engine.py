@@ -97,7 +97,7 @@ def test_run_evals_rides_out_faults_under_a_rate_limit_and_the_app_gives_the_sam
         run_evals(
             target=lead_2,
             scorers=[openai_scorer(chat_server)],
-            data=DatasetFile(dataset, FieldMap(input="text")),
+            data=DatasetFile(dataset, FieldMap()),
             judge_rpm=6000,
             retry=FAST_RETRIES,
             cache="off",

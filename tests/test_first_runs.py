@@ -38,10 +38,10 @@ ARTICLE = (
 SUMMARY = "Penguins nest on the ice."
 
 
-def write_news(path: Path) -> Path:
-    """A CSV as a user has it: columns key, article and summary (their system's outputs)."""
+def write_news(path: Path, summaries: str = "summary") -> Path:
+    """A CSV as a user has it: columns key, article and ``summaries`` (their system's outputs)."""
     path.write_text(
-        "key,article,summary\n"
+        f"key,article,{summaries}\n"
         f'a1,"{ARTICLE}","{SUMMARY}"\n'
         f'a2,"{ARTICLE} It was sunny.","{SUMMARY}"\n',
         encoding="utf-8",
@@ -57,36 +57,67 @@ def manifest(run_dir: Path) -> dict[str, Any]:
 # Their own summaries are never silently replaced by an agent's.
 
 
-def test_a_dataset_with_outputs_and_an_agent_is_refused_before_any_call(tmp_path: Path) -> None:
-    news = write_news(tmp_path / "news.csv")
+@pytest.mark.parametrize("column", ["summary", "output"])
+def test_a_dataset_with_outputs_and_an_agent_is_refused_before_any_call(
+    tmp_path: Path, column: str
+) -> None:
+    news = write_news(tmp_path / "news.csv", summaries=column)
     fields = ("dataset.fields.input=article", "dataset.fields.id=key")
 
-    # The command of the issue: no target=precomputed, so the bundled lead-3 agent is the target.
-    refused = run_app(
-        tmp_path / "run", f"dataset.path={news}", *fields, "dataset.fields.output=summary"
-    )
+    # The command of issue 42: the summaries' column named nowhere, and no target=precomputed,
+    # so the bundled lead-3 agent is the target. Its 1.000s would stand in for the file's.
+    for named in ((), (f"dataset.fields.output={column}",)):
+        refused = run_app(tmp_path / "run", f"dataset.path={news}", *fields, *named)
 
-    assert refused.returncode == 2, refused.stdout
-    message = refused.stderr
-    assert message.startswith("summeval-run: error: dataset.fields.output names the field ")
-    for named in ("'summary'", str(news), "target", "target=precomputed"):
-        assert named in message
-    assert not (tmp_path / "run").exists()
+        assert refused.returncode == 2, refused.stdout
+        message = refused.stderr
+        assert message.startswith(
+            f"summeval-run: error: {news} holds summaries in its field {column!r}"
+        )
+        for remedy in ("target=precomputed", "dataset.ignore_outputs=true"):
+            assert remedy in message
+        assert not (tmp_path / "run").exists()
 
-    # The remedy it names scores the summaries the file holds.
+    # The first remedy scores the summaries the file holds, found by their column's name.
     scored = run_app(
-        tmp_path / "run",
-        f"dataset.path={news}",
-        *fields,
-        "dataset.fields.output=summary",
-        "dataset.fields.metadata=[]",
-        "target=precomputed",
+        tmp_path / "run", f"dataset.path={news}", *fields, "target=precomputed",
         "runner.progress=false",
-    )
+    )  # fmt: skip
     assert scored.returncode == 0, scored.stderr
     items = table(tmp_path / "run", "items")
     assert items["summary"].tolist() == [SUMMARY, SUMMARY]
+    assert (items["score"] == 0.0).all()  # penguins: nothing of the article
     assert manifest(tmp_path / "run")["setup"]["target"] is None
+    assert manifest(tmp_path / "run")["setup"]["data"]["fields"]["output"] == column
+
+    # The second lets the agent run, and scores its summaries, not the file's.
+    agent = run_app(
+        tmp_path / "agent", f"dataset.path={news}", *fields, "dataset.ignore_outputs=true",
+        "runner.progress=false",
+    )  # fmt: skip
+    assert agent.returncode == 0, agent.stderr
+    summaries = table(tmp_path / "agent", "items")["summary"].tolist()
+    lead_3 = " ".join(ARTICLE.split(" Critics")[0:1]) + " Critics said the plan cuts parks."
+    assert summaries == [lead_3, lead_3]
+
+
+def test_the_seeds_jsonl_runs_with_its_path_and_target_precomputed_alone(tmp_path: Path) -> None:
+    data = tmp_path / "seed.jsonl"
+    data.write_text(
+        json.dumps({"id": "a", "input": ARTICLE, "output": ARTICLE}) + "\n"
+        + json.dumps({"id": "b", "input": ARTICLE, "output": "  "}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+
+    completed = run_app(
+        tmp_path / "run", f"dataset.path={data}", "target=precomputed", "runner.progress=false"
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    scores = table(tmp_path / "run", "items").set_index("item_id")
+    assert scores.loc["a", "score"] == 1.0
+    assert (scores.loc["b", "status"], scores.loc["b", "score"]) == ("blank_summary", 0.0)
+    assert manifest(tmp_path / "run")["means"] == {"summarization-scorer": 0.5}
 
 
 def test_run_evals_refuses_a_target_with_items_that_carry_outputs(tmp_path: Path) -> None:
@@ -121,38 +152,32 @@ def test_run_evals_refuses_a_target_with_items_that_carry_outputs(tmp_path: Path
 # The sample's field map does not pass for the user's data.
 
 
-def test_the_samples_metadata_fields_on_another_file_are_refused_naming_them(
+def test_a_new_dataset_path_starts_from_the_seeds_field_names_not_the_samples(
     tmp_path: Path,
 ) -> None:
     news = write_news(tmp_path / "news.csv")
 
-    # dataset.path alone changed: the sample's fields.metadata ([title, domain]) stays.
-    refused = run_app(
-        tmp_path / "run",
-        f"dataset.path={news}",
-        "dataset.fields.input=article",
-        "dataset.fields.id=key",
-    )
+    # dataset.path alone changed: the first error is about the file's own input column (the
+    # seed's name, input), never the sample's text, title or domain, and it lists the columns.
+    refused = run_app(tmp_path / "run", f"dataset.path={news}", "target=precomputed")
 
     assert refused.returncode == 2, refused.stdout
     assert refused.stderr.strip() == (
-        f"summeval-run: error: {news}: no column 'title' (dataset.fields.metadata); its columns "
-        "are ['article', 'key', 'summary']; name the columns to carry into the items table, or "
-        "dataset.fields.metadata=[] for none"
+        f"summeval-run: error: {news} row 2: no field 'input' (dataset.fields.input); the row "
+        "has ['article', 'key', 'summary']"
     )
     assert not (tmp_path / "run").exists()
 
+    # One setting more and it runs: no metadata is carried unless named.
     named = run_app(
-        tmp_path / "run",
-        f"dataset.path={news}",
-        "dataset.fields.input=article",
-        "dataset.fields.id=key",
-        "dataset.fields.metadata=[summary]",
-        "runner.progress=false",
-    )
+        tmp_path / "run", f"dataset.path={news}", "dataset.fields.input=article",
+        "dataset.fields.metadata=[key]", "target=precomputed", "runner.progress=false",
+    )  # fmt: skip
     assert named.returncode == 0, named.stderr
     metadata = table(tmp_path / "run", "items")["metadata"].tolist()
-    assert metadata == [{"summary": SUMMARY}, {"summary": SUMMARY}]
+    assert metadata == [{"key": "a1"}, {"key": "a2"}]
+    # The sample itself keeps its own names.
+    assert manifest(tmp_path / "run")["config"]["dataset"]["fields"]["input"] == "article"
 
 
 def test_a_named_field_no_jsonl_row_has_is_refused_and_one_some_rows_have_is_read(

@@ -22,8 +22,9 @@ from summeval_runner import load_history
 from summeval_runner._cli import _compare_command
 from summeval_runner._io._compare import config_history
 from summeval_runner._io._history import history_trend
-from tests.app import SAMPLE, run_app, summeval_compare
+from tests.app import run_app, summeval_compare
 from tests.docs_pages import block as block_containing
+from tests.documents import SAMPLE
 from tests.test_compare import baseline_scores, make_run
 
 QUIET = ("runner.progress=false", "runner.cache=off")
@@ -89,7 +90,11 @@ def test_load_history_has_every_run_under_a_folder_oldest_first(tmp_path: Path) 
     elsewhere.parent.mkdir()
     shutil.copy(SAMPLE, elsewhere)
     first = run(outputs / "1")
-    moved = run(outputs / "2", f"dataset.path={elsewhere}")  # the same data at another path
+    # The same data at another path, read with the sample's field names.
+    moved = run(
+        outputs / "2", f"dataset.path={elsewhere}", "dataset.fields.input=text",
+        "dataset.fields.metadata=[title,domain]",
+    )  # fmt: skip
     other = run(outputs / "3", "scorer.max_questions=5")
     shard = run(outputs / "4", "runner.shard=0/2")
     stored = pd.read_parquet(first / "runs.parquet")

@@ -267,7 +267,7 @@ MORE_BAD_INPUT = [
     # judged item's record cannot be written (and again at every resume).
     (
         ("dataset.path={dir}/surrogate.jsonl",),
-        "{dir}/surrogate.jsonl row 2: field 'text' (dataset.fields.input) holds text that "
+        "{dir}/surrogate.jsonl row 2: field 'input' (dataset.fields.input) holds text that "
         "cannot be written as UTF-8 (a lone surrogate, '\\ud800' at character 6)",
     ),
     (("model.base_url='http://[::1'",), "model: base_url is not a URL (Invalid IPv6 URL)"),
@@ -291,7 +291,7 @@ def test_more_bad_input_exits_2_before_any_call(
     overrides: tuple[str, ...], message: str, tmp_path: Path
 ) -> None:
     (tmp_path / "surrogate.jsonl").write_text(
-        '{"id": "a", "text": "One."}\n{"id": "b", "text": "Hello \\ud800 there."}\n',
+        '{"id": "a", "input": "One."}\n{"id": "b", "input": "Hello \\ud800 there."}\n',
         encoding="utf-8",
     )
     run_dir = tmp_path / "run"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,9 +18,10 @@ from summeval_runner import write_report
 from summeval_runner._cli._config import LONGEST_LABEL
 from summeval_runner._cli._plan import HydraJob, variant_label
 from summeval_runner._io._report_plots import trends_section
-from tests.app import SAMPLE, openai_run, run_app, run_sweep
+from tests.app import openai_run, run_app, run_sweep
 from tests.browser import browser
 from tests.chat_server import ChatServer
+from tests.documents import copy_sample
 
 QUIET = ("runner.progress=false", "runner.cache=off")
 # A dataset path as benchmarks keep them: deep, and longer than a label can show.
@@ -39,7 +39,7 @@ def long_sweep(tmp_path: Path) -> Path:
     line: a long dataset path, a dataset limit and the scorer's questions."""
     data = tmp_path / DEEP / "sample_articles_with_their_reference_summaries.jsonl"
     data.parent.mkdir(parents=True)
-    shutil.copy(SAMPLE, data)
+    copy_sample(data)
     sweep = tmp_path / "sweep"
     completed = run_sweep(
         sweep,
@@ -136,7 +136,7 @@ def test_a_runs_label_leaves_out_its_price_and_is_short(
     run_dir = tmp_path / "night"
     data = tmp_path / DEEP / "articles.jsonl"
     data.parent.mkdir(parents=True)
-    shutil.copy(SAMPLE, data)
+    copy_sample(data)
 
     completed = run_app(
         run_dir,

@@ -236,7 +236,7 @@ def test_the_estimate_counts_each_judge_at_its_own_price(
     monkeypatch.setenv("OPENAI_API_KEY", ENV["OPENAI_API_KEY"])
     dataset = write_dataset(tmp_path / "docs.jsonl", ITEMS)
     data = [
-        {"id": row["id"], "input": row["text"], "output": row["text"].split(". ")[0] + "."}
+        {"id": row["id"], "input": row["input"], "output": row["input"].split(". ")[0] + "."}
         for row in map(json.loads, dataset.read_text(encoding="utf-8").splitlines())
     ]
     openai = {"provider": "openai", "name": "gpt-4.1-mini", "base_url": chat_server.base_url}

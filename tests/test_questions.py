@@ -50,7 +50,7 @@ def test_variants_over_the_same_sources_are_asked_the_same_questions_and_draw_th
     dataset = tmp_path / "docs.jsonl"
     dataset.write_text(
         "".join(
-            json.dumps({"id": f"d{i}", "text": t}) + "\n"
+            json.dumps({"id": f"d{i}", "input": t}) + "\n"
             for i, t in enumerate((SOURCE_A, SOURCE_B))
         ),
         encoding="utf-8",

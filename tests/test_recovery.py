@@ -57,7 +57,7 @@ def test_after_sigkill_and_resume_the_manifest_counts_what_the_server_received(
     # The server's replies are the same for every item, so every item's reason request is the
     # same: once cached (by this warm-up run), each item makes exactly one cache hit there.
     warm = tmp_path / "warm.jsonl"
-    warm.write_text(json.dumps({"id": "w", "text": "The council met. It voted."}) + "\n")
+    warm.write_text(json.dumps({"id": "w", "input": "The council met. It voted."}) + "\n")
     assert (
         run_app(tmp_path / "warm", *openai_run(chat_server.base_url, warm), env=ENV).returncode == 0
     )

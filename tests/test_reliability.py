@@ -168,9 +168,9 @@ def test_an_oversized_input_is_an_item_error_found_before_the_call(
     dataset = tmp_path / "docs.jsonl"
     long_text = "The council met again to discuss the budget. " * 400
     dataset.write_text(
-        json.dumps({"id": "long", "text": long_text})
+        json.dumps({"id": "long", "input": long_text})
         + "\n"
-        + json.dumps({"id": "short", "text": "The council met. The budget passed."})
+        + json.dumps({"id": "short", "input": "The council met. The budget passed."})
         + "\n",
         encoding="utf-8",
     )
@@ -315,7 +315,7 @@ def test_a_run_killed_at_any_moment_resumes_to_the_same_tables(
     assert resumed.returncode == 0, resumed.stderr
     after_kill = chat_server.requests[before:]
     texts = dataset.read_text("utf-8").splitlines()
-    done_texts = [json.loads(line)["text"] for line in texts if json.loads(line)["id"] in done]
+    done_texts = [json.loads(line)["input"] for line in texts if json.loads(line)["id"] in done]
     assert len(done) >= 12
     assert not [r for r in after_kill if any(text in r.text for text in done_texts)]
     # The same run made in one go gives the same tables.

@@ -9,15 +9,15 @@ go to the loopback chat server, the judge is the offline one.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
-from tests.app import ENV, SAMPLE, SAMPLE_ITEMS, run_sweep, summeval_compare
+from tests.app import ENV, SAMPLE_ITEMS, run_sweep, summeval_compare
 from tests.chat_server import ChatServer
+from tests.documents import copy_sample
 
 QUIET = ("runner.progress=false", "runner.cache=off")
 NAME_MAX = 255  # bytes in one directory name, on Linux and macOS
@@ -205,7 +205,7 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = base / "a-rather-long-folder-name-for-the-datasets-of-this-benchmark"
     folder.mkdir()
     for name in ("first.jsonl", "second.jsonl"):
-        shutil.copy(SAMPLE, folder / name)
+        copy_sample(folder / name)
     sweep = base / "sweep"
     completed = run_sweep(
         sweep,

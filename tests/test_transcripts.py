@@ -350,9 +350,9 @@ def test_a_key_in_the_environment_or_the_data_never_reaches_the_transcripts(
     chat_server.script(Reply(NOT_JSON + "{echo}"))
     dataset = tmp_path / "docs.jsonl"
     dataset.write_text(
-        json.dumps({"id": "leaky", "text": f"The council met. Its key is {SECRET}. It voted."})
+        json.dumps({"id": "leaky", "input": f"The council met. Its key is {SECRET}. It voted."})
         + "\n"
-        + json.dumps({"id": "plain", "text": "The bridge opened. It cost 40 million."})
+        + json.dumps({"id": "plain", "input": "The bridge opened. It cost 40 million."})
         + "\n"
     )
     run_dir = tmp_path / "run"
@@ -387,7 +387,7 @@ def test_after_sigkill_and_resume_each_items_requests_are_in_the_table_once(
     # Every item's reason request is the same (the server answers alike): once cached by this
     # warm-up run, each item's reason step is a cache hit, in both parts of the run.
     warm = tmp_path / "warm.jsonl"
-    warm.write_text(json.dumps({"id": "w", "text": "The council met. It voted."}) + "\n")
+    warm.write_text(json.dumps({"id": "w", "input": "The council met. It voted."}) + "\n")
     assert (
         run_app(tmp_path / "warm", *openai_run(chat_server.base_url, warm), env=ENV).returncode == 0
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -49,6 +50,26 @@ def bundled_data(name: str) -> str:
     return str(_data_dir() / name)
 
 
+def if_bundled(path: str, bundled: Any, otherwise: Any) -> Any:
+    """``bundled`` when ``path`` is a data file that ships with the package, else ``otherwise``.
+
+    The sample's field map (``input: text``, ``metadata: [title, domain]``) is the sample's:
+    a ``dataset.path`` of the user's own starts from the seed's names (``id``, ``input``,
+    ``output``, no metadata) instead of failing on the sample's columns one by one.
+
+    >>> if_bundled(bundled_data("sample_articles.jsonl"), "text", "input")
+    'text'
+    >>> if_bundled("mine.csv", "text", "input")
+    'input'
+    """
+    try:
+        shipped = Path(path).resolve().parent == _data_dir()
+    except (OSError, RuntimeError):
+        shipped = False
+    return bundled if shipped else otherwise
+
+
 # Registered on import, not in main(): a launcher's worker process (joblib, Ray, Submitit)
-# resolves the config without running main(). A pure function, replaced idempotently.
+# resolves the config without running main(). Pure functions, replaced idempotently.
 OmegaConf.register_new_resolver("summeval.bundled", bundled_data, replace=True)
+OmegaConf.register_new_resolver("summeval.if_bundled", if_bundled, replace=True)

@@ -35,8 +35,9 @@ class FieldsConfig:
     # The field holding each item's id; null, or absent from the data: ids from each input's
     # content.
     id: str | None = "id"
-    # A field of precomputed outputs, scored as they are (with target=precomputed; refused with
-    # an agent).
+    # The field of precomputed summaries, scored as they are (with target=precomputed); null:
+    # the data's `output` or `summary` field, where it has one. Data that holds summaries is
+    # refused with an agent, unless dataset.ignore_outputs=true.
     output: str | None = None
     # A field of reference summaries, checked to exist; the summarization scorer does not read it.
     ground_truth: str | None = None
@@ -54,6 +55,8 @@ class DatasetConfig:
     fields: FieldsConfig = field(default_factory=FieldsConfig)
     # Score only the first N items; null: all of them.
     limit: int | None = None
+    # Let the agent (target) run over data that holds summaries, and leave the data's unread.
+    ignore_outputs: bool = False
 
 
 @dataclass

@@ -130,11 +130,8 @@ def plan(cfg: DictConfig, job: HydraJob) -> Plan:
     scorer = build_scorer(cfg)
     target = _build_target(cfg.target)
     fields = cfg.dataset.fields
-    if target is None and not fields.output:
-        raise ConfigError(
-            "there is no target (the agent under test) and no dataset.fields.output to score; "
-            "pick one with target=<name>, or name the output field"
-        )
+    # Whether the data's summaries or the agent's are scored is the library's rule (run_evals
+    # checks it before any call), so Python and the CLI agree.
     dataset = DatasetFile(
         Path(to_absolute_path(cfg.dataset.path)),
         FieldMap(
@@ -146,6 +143,7 @@ def plan(cfg: DictConfig, job: HydraJob) -> Plan:
         ),
         format=cfg.dataset.format,
         limit=cfg.dataset.limit,
+        ignore_outputs=cfg.dataset.ignore_outputs,
     )
     resume = cfg.runner.resume
     return Plan(

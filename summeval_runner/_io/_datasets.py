@@ -14,7 +14,7 @@ import json
 import sys
 from array import array
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,9 +36,16 @@ class DatasetError(InputError):
     """A dataset cannot be read or breaks a rule; the message names the file, row and field."""
 
 
+# The fields that hold a row's summary when ``FieldMap.output`` names none, in this order: the
+# seed's name, and the one people give a column of summaries.
+OUTPUT_NAMES = ("output", "summary")
+
+
 @dataclass(frozen=True)
 class FieldMap:
-    """Which field of a row holds what. ``id=None`` or an absent id column: ids are generated."""
+    """Which field of a row holds what. ``id=None`` or an absent id column: ids are generated.
+    ``output=None``: the row's ``output`` or ``summary`` field, where it has one (``OUTPUT_NAMES``;
+    ``DatasetFile.output_field``)."""
 
     input: str = "input"
     id: str | None = "id"
@@ -295,6 +302,9 @@ class DatasetFile:
     fields: FieldMap = field(default_factory=FieldMap)
     format: str = "auto"
     limit: int | None = None
+    # The rows' summaries are not read, so that an agent's are scored instead: the one way to run
+    # an agent over data that holds summaries (``run_evals`` refuses it otherwise).
+    ignore_outputs: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -304,7 +314,34 @@ class DatasetFile:
 
     def rows(self) -> Iterator[tuple[str, Item]]:
         """Each item with where it is, as an error names it: ``(<path> row <n>, item)``."""
-        return _located_items(self.path, self.fields, format=self.format, limit=self.limit)
+        output = self.output_field()
+        return _located_items(
+            self.path,
+            replace(self.fields, output=output),
+            format=self.format,
+            limit=self.limit,
+            # Summaries under a name the first row does not have would be ignored unseen.
+            refuse_unnamed_outputs=output is None and not self.ignore_outputs,
+        )
+
+    def output_field(self) -> str | None:
+        """The field that holds the rows' summaries: the one ``fields.output`` names, else the
+        first row's ``output`` or ``summary`` field (``OUTPUT_NAMES``); ``None`` when there is
+        none, or when ``ignore_outputs`` says not to read them."""
+        if self.ignore_outputs:
+            return None
+        if self.fields.output is not None:
+            return self.fields.output
+        first = self.columns()
+        return next((name for name in OUTPUT_NAMES if name in first), None)
+
+    def columns(self) -> list[str]:
+        """The first row's fields (a CSV's or a Parquet file's columns); ``[]`` when there is no
+        row. ``DatasetError`` when the file cannot be read."""
+        _check_path(self.path)
+        for _, row in _rows(self.path, detect_format(self.path, self.format)):
+            return sorted(map(str, row)) if isinstance(row, Mapping) else []
+        return []
 
     def sha256(self) -> str:
         """The SHA-256 of the file's bytes."""
@@ -341,15 +378,24 @@ def iter_dataset(
     return (item for _, item in _located_items(path, fields, format=format, limit=limit))
 
 
-def _located_items(
-    path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
-) -> Iterator[tuple[str, Item]]:
+def _check_path(path: Path) -> None:
     if path.is_dir():
         raise DatasetError(
             f"dataset.path: {path} is a directory; name a JSONL, CSV or Parquet file"
         )
     if not path.is_file():
         raise DatasetError(f"dataset.path: no such file: {path}")
+
+
+def _located_items(
+    path: Path,
+    fields: FieldMap,
+    *,
+    format: str = "auto",
+    limit: int | None = None,
+    refuse_unnamed_outputs: bool = False,
+) -> Iterator[tuple[str, Item]]:
+    _check_path(path)
     if limit is not None and limit < 1:
         raise DatasetError(f"dataset.limit must be >= 1 or null, got {limit}")
     kind = detect_format(path, format)
@@ -388,12 +434,22 @@ def _located_items(
         if fields.output is not None:
             output = row.get(fields.output)
             if output is None:
-                raise DatasetError(f"{where}: no field {fields.output!r} (dataset.fields.output)")
+                raise DatasetError(
+                    f"{where}: no field {fields.output!r} (dataset.fields.output); the row has "
+                    f"{sorted(map(str, row))}"
+                )
             if not _is_text(output):
                 raise DatasetError(
                     f"{where}: field {fields.output!r} (dataset.fields.output) must be text, "
                     f"got {_describe(output)}"
                 )
+        if refuse_unnamed_outputs and (
+            unnamed := next((name for name in OUTPUT_NAMES if name in row), None)
+        ):
+            raise DatasetError(
+                f"{where}: field {unnamed!r} holds summaries the first row does not have; "
+                f"name it in every row, or set dataset.fields.output={unnamed}"
+            )
         raw_id = row.get(fields.id) if fields.id is not None else None
         if raw_id == "":
             raw_id = None

@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from summeval_runner._errors import ConfigError, InputError
-from summeval_runner._io._datasets import DatasetError, DatasetFile, IdAllocator, Item
+from summeval_runner._io._datasets import (
+    OUTPUT_NAMES,
+    DatasetError,
+    DatasetFile,
+    IdAllocator,
+    Item,
+)
 from summeval_runner._io._manifest import (
     DatasetInfo,
     InputsFingerprint,
@@ -278,17 +284,8 @@ def prepare(
         return ((p, item) for p, item in entries if wanted(item))
 
     if isinstance(data, DatasetFile):
-        fields = data.fields
-        if has_target and fields.output is not None:
-            # One of the two would be silently ignored: the agent's outputs scored, and the
-            # dataset's never read.
-            raise ConfigError(
-                f"dataset.fields.output names the field {fields.output!r} of {data.path} as "
-                "the outputs to score, and target (the agent under test) produces the outputs: "
-                "one of the two would be ignored. To score the dataset's outputs, run with no "
-                "target (summeval-run: add target=precomputed; run_evals: target=None); to "
-                "score the agent's, drop dataset.fields.output (dataset.fields.output=null)"
-            )
+        output_field = _check_outputs(data, has_target)
+        fields = replace(data.fields, output=output_field)
         names = {
             "input": f"field {fields.input!r} (dataset.fields.input)",
             "output": f"field {fields.output!r} (dataset.fields.output)",
@@ -344,6 +341,37 @@ def prepare(
         return chosen((p, _as_item(raw, p, ids, has_target, reads)) for p, raw in enumerate(stream))
 
     return Items(read_stream, total, None)
+
+
+def _check_outputs(data: DatasetFile, has_target: bool) -> str | None:
+    """The field of the data's summaries (``DatasetFile.output_field``), checked against the
+    target: one rule for Python and ``summeval-run``. ``ConfigError`` when the data holds
+    summaries and an agent is set (one of the two would be silently ignored), and when there is
+    neither (nothing to score); both before any call."""
+    found = data.output_field()
+    named = data.fields.output is not None
+    if has_target and found is not None:
+        which = "named by dataset.fields.output" if named else "found by its name"
+        raise ConfigError(
+            f"{data.path} holds summaries in its field {found!r} ({which}), and an agent "
+            "(target) is set to write them: the agent's would be scored and these ignored. "
+            "To score the file's summaries: target=precomputed (run_evals: target=None). To "
+            "score the agent's: dataset.ignore_outputs=true (Python: DatasetFile(..., "
+            "ignore_outputs=True))"
+        )
+    if not has_target and found is None and (columns := data.columns()):
+        raise ConfigError(
+            f"{data.path}: no summaries to score and no target to write them: the data has no "
+            f"{' or '.join(repr(n) for n in OUTPUT_NAMES)} field and dataset.fields.output "
+            f"names none (its fields: {columns}). Name the field that holds the summaries "
+            "(dataset.fields.output=<field>), or pick an agent (target=<name>)"
+            + (
+                "; dataset.ignore_outputs=true is set, so none is read"
+                if data.ignore_outputs
+                else ""
+            )
+        )
+    return found
 
 
 def _file_ids(data: DatasetFile, first: Item) -> Literal["given", "generated"]:

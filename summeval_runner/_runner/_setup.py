@@ -69,5 +69,7 @@ def describe_setup(
     if isinstance(data, DatasetFile):
         fields = asdict(data.fields)
         fields["metadata"] = list(fields["metadata"])
+        # The field read as the summaries, found (``output`` or ``summary``) when none is named.
+        fields["output"] = data.output_field()
         setup["data"] = {"fields": fields, "format": data.format, "limit": data.limit}
     return setup
