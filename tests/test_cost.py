@@ -156,6 +156,30 @@ def estimated(output: str) -> dict[str, int]:
     return dict(zip(("to_send", "cached", "in", "out"), numbers, strict=True))
 
 
+@pytest.mark.parametrize("model", ["openai", "anthropic", "google"])
+def test_an_estimate_needs_no_key_for_the_judge_or_the_agent(tmp_path: Path, model: str) -> None:
+    """runner.estimate makes no call, so no key is asked for (issue 42); the run itself still
+    refuses to start without one."""
+    dataset = write_dataset(tmp_path / "docs.jsonl", 2)
+    keyless = {name: "" for name in ENV if name.endswith("_API_KEY")} | {
+        "ANTHROPIC_API_KEY": "",
+        "GOOGLE_API_KEY": "",
+        "GEMINI_API_KEY": "",
+    }
+    overrides = (
+        f"model={model}", f"dataset.path={dataset}", "target=llm_summarizer",
+        f"target.provider={model}", "runner.progress=false",
+    )  # fmt: skip
+
+    estimate = run_app(tmp_path / "e", *overrides, "runner.estimate=true", env=keyless)
+    run = run_app(tmp_path / "r", *overrides, env=keyless)
+
+    assert estimate.returncode == 0, estimate.stderr
+    assert "judge tokens" in estimate.stdout
+    assert run.returncode == 2
+    assert "needs an API key" in run.stderr
+
+
 def test_an_estimate_sends_nothing_and_counts_what_the_cache_holds(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:

@@ -8,6 +8,7 @@ rule is a ``ConfigError`` that names the option (``runner.max_items_in_flight mu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ from summeval_runner._cli._sweep import MULTIRUN
 from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._io._datasets import DatasetFile, FieldMap
 from summeval_runner._judges._panel import resolve_model
+from summeval_runner._judges._request import keys_not_needed
 from summeval_runner._runner._estimate import RunEstimate, estimate_evals
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult, run_evals
@@ -127,8 +129,10 @@ def plan(cfg: DictConfig, job: HydraJob) -> Plan:
     """Check the config and build the run's parts; ``SummevalError`` naming what is wrong."""
     refuse_unknown_settings(cfg)
     options = run_options(cfg.runner, job)
-    scorer = build_scorer(cfg)
-    target = _build_target(cfg.target)
+    # An estimate sends no request, so it needs no key: the judge and agent are built without.
+    with keys_not_needed() if cfg.runner.estimate else contextlib.nullcontext():
+        scorer = build_scorer(cfg)
+        target = _build_target(cfg.target)
     fields = cfg.dataset.fields
     # Whether the data's summaries or the agent's are scored is the library's rule (run_evals
     # checks it before any call), so Python and the CLI agree.

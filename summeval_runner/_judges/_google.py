@@ -48,7 +48,6 @@ from summeval_runner._errors import (
     JudgeAuthError,
     JudgeError,
     JudgeInputTooLargeError,
-    MissingAPIKeyError,
 )
 from summeval_runner._judges._http_errors import (
     JUDGE,
@@ -70,7 +69,7 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._judges._rate_headers import _duration_s
-from summeval_runner._judges._request import refuse_too_large
+from summeval_runner._judges._request import missing_key, refuse_too_large
 from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
 
 if TYPE_CHECKING:
@@ -153,7 +152,7 @@ def _api_key(variable: str | None, who: str) -> str:
                 register_secret(os.environ.get(other) or None)
             register_secret(key)
             return key.strip()
-    raise MissingAPIKeyError(" or ".join(names), who=who)
+    return missing_key(" or ".join(names), who)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ its SDK's call; these rules are the same for all of them, so they are written on
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from summeval_runner._errors import JudgeInputTooLargeError, MissingAPIKeyError
@@ -21,6 +23,30 @@ from summeval_runner._secrets import register_secret
 NO_KEY = "no-key"
 
 
+# Set while judges and agents are built for an estimate (``keys_not_needed``): nothing they
+# build sends a request, so a missing key is no reason to refuse them.
+_KEYS_NOT_NEEDED: ContextVar[bool] = ContextVar("summeval_keys_not_needed", default=False)
+
+
+@contextlib.contextmanager
+def keys_not_needed() -> Iterator[None]:
+    """Build judges and agents that will send no request (``runner.estimate``): a key that is
+    not in the environment is ``NO_KEY`` instead of ``MissingAPIKeyError``."""
+    token = _KEYS_NOT_NEEDED.set(True)
+    try:
+        yield
+    finally:
+        _KEYS_NOT_NEEDED.reset(token)
+
+
+def missing_key(variable: str, who: str) -> str:
+    """``NO_KEY`` while no request will be sent (``keys_not_needed``); else
+    ``MissingAPIKeyError`` naming ``variable``."""
+    if _KEYS_NOT_NEEDED.get():
+        return NO_KEY
+    raise MissingAPIKeyError(variable, who=who)
+
+
 def api_key_from(variable: str | None, who: str) -> str:
     """The key in the environment variable ``variable`` (registered as a secret, so that it is
     scrubbed from everything written or printed), or ``NO_KEY`` when ``variable`` is ``None``.
@@ -29,7 +55,7 @@ def api_key_from(variable: str | None, who: str) -> str:
         return NO_KEY
     key = os.environ.get(variable, "")
     if not key.strip():
-        raise MissingAPIKeyError(variable, who=who)
+        return missing_key(variable, who)
     register_secret(key)
     return key
 
