@@ -38,7 +38,7 @@ CASES = [
     ("target.k=0", "target.k must be an integer >= 1, got 0"),
     ("runner.judge_rpm=0", "runner.judge_rpm must be > 0, or None (null) for no limit; got 0.0"),
     ("scorer.max_questions=ten", "Value 'ten' of type 'str' could not be converted to Integer"),
-    ("dataset=no_such_dataset", "Could not find 'dataset/no_such_dataset'"),
+    ("dataset=no_such_dataset", "dataset=no_such_dataset: dataset has no option 'no_such_dataset'; (the choices: sample)"),
     # An input the scorer cannot read: refused at the check, not an error row (or blank) later.
     ("dataset.path={dir}/object.jsonl", "{dir}/object.jsonl row 2: the scorer cannot read this input: field 'input' (dataset.fields.input): a mapping must hold a message ('role', 'content') or a list under one of messages"),
     ("dataset.path={dir}/nested.jsonl", "{dir}/nested.jsonl row 1: the scorer cannot read this input: field 'input' (dataset.fields.input) message 0 part 0: a content part must be a string or a mapping, got list ['Two.']"),
@@ -322,3 +322,52 @@ def test_target_arguments_are_checked_against_the_callable(tmp_path: Path) -> No
         "(it takes: input, words); check its spelling\n"
     )
     assert (fine.returncode, flexible.returncode) == (0, 0), fine.stderr + flexible.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "scorer.max_question=5",
+            "summeval-run: error: scorer.max_question is not a setting; did you mean "
+            "max_questions? (scorer takes: max_questions, scale, questions)",
+        ),
+        (
+            "model=foo",
+            "summeval-run: error: model=foo: model has no option 'foo'; (the choices: "
+            "anthropic, azure, google, offline, openai, panel)",
+        ),
+        (
+            "model=ofline",
+            "summeval-run: error: model=ofline: model has no option 'ofline'; did you mean "
+            "offline? (the choices: anthropic, azure, google, offline, openai, panel)",
+        ),
+        (
+            "modle=openai",
+            "summeval-run: error: modle is not a config group or setting; did you mean model? "
+            "(the config has: dataset, target, model, scorer, runner)",
+        ),
+    ],
+)
+def test_a_misspelt_key_or_option_is_one_line_naming_the_closest_and_the_choices(
+    tmp_path: Path, override: str, message: str
+) -> None:
+    """Issue 42: not Hydra's config-search-path dump, nor its advice to append with +."""
+    refused = run_app(tmp_path / "run", override)
+
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == message
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_config_dir_of_ones_own_adds_its_options_to_the_check(tmp_path: Path) -> None:
+    mine = tmp_path / "my_configs" / "scorer"
+    mine.mkdir(parents=True)
+    (mine / "strict.yaml").write_text("max_questions: 3\n", encoding="utf-8")
+
+    ran = run_app(
+        tmp_path / "run", f"--config-dir={tmp_path / 'my_configs'}", "scorer=strict",
+        "runner.estimate=true",
+    )  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr

@@ -27,7 +27,6 @@ from summeval_runner import (
 from summeval_runner._cli import _app
 from tests.app import ENV, openai_run, run_app, run_command, table
 from tests.chat_server import ChatServer, Fault
-from tests.docs_pages import block as docs_block
 from tests.documents import write_dataset
 
 ARTICLE = (
@@ -377,17 +376,3 @@ def test_a_rerun_the_cache_answers_costs_nothing_at_a_price_and_is_unknown_witho
         assert "cost: $0.0000 (judge $0.0000, agent $0.0000)" in again.stdout
         assert (items["judge_cost"] == 0).all()
         assert (items["target_cost"] == 0).all()
-
-
-def test_the_readmes_precomputed_example_runs_as_written(tmp_path: Path) -> None:
-    block = docs_block("bash", "target=precomputed")  # on the page of your own data
-    command = shlex.split(block.replace("\\\n", " "))
-    assert command[0] == "summeval-run"
-    write_news(tmp_path / "news.csv")
-
-    completed = run_command(
-        _app.run, [*command[1:], "hydra.run.dir=run", "runner.progress=false"], cwd=tmp_path
-    )
-
-    assert completed.returncode == 0, completed.stderr
-    assert table(tmp_path / "run", "items")["summary"].tolist() == [SUMMARY, SUMMARY]

@@ -518,8 +518,8 @@ RUN_HERE = {
     ),
     "FakeJudge(": "tests/test_readme.py",
     "HumanRatings(": "tests/test_agree.py",
-    "dataset.fields.output=summary dataset.fields.metadata=[] target=precomputed": (
-        "tests/test_first_runs.py::test_the_readmes_precomputed_example_runs_as_written"
+    "summeval-compare runs/lazy --fail-if-below 0.4": (
+        "tests/test_own_data.py::test_the_own_data_walk_runs_as_written_and_prints_what_the_page_shows"
     ),
     'http://localhost:8000/v1",': "tests/test_agree.py",
 }

@@ -33,7 +33,7 @@ from summeval_runner import __version__
 from summeval_runner._cli._allocator import use_system_allocator
 from summeval_runner._cli._bundled import CONFIG_NAME, CONFIG_PATH
 from summeval_runner._cli._callbacks import SweepFailed, record_exit_code
-from summeval_runner._cli._config import register_configs
+from summeval_runner._cli._config import AppConfig, register_configs
 from summeval_runner._cli._exit_codes import (
     EXIT_BAD_INPUT,
     EXIT_BUDGET,
@@ -46,6 +46,7 @@ from summeval_runner._cli._resume import NEW_BUDGET, resume_command
 from summeval_runner._cli._rundir import discard_refused, settle_hydra_files
 from summeval_runner._cli._signals import Interrupts
 from summeval_runner._cli._summary import counts_line, format_estimate, print_summary
+from summeval_runner._cli._typos import misspelt
 from summeval_runner._errors import (
     AgentAuthError,
     ConfigError,
@@ -227,7 +228,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     In-process, as the console script runs it: Hydra parses the arguments, composes the config,
     runs the job (or a sweep's jobs) and its callbacks.
     """
-    return run_app(argv, program="summeval-run", config_name=CONFIG_NAME, prepare=plan)
+    return run_app(
+        argv, program="summeval-run", config_name=CONFIG_NAME, prepare=plan, schema=AppConfig
+    )
 
 
 def run_app(
@@ -236,6 +239,7 @@ def run_app(
     program: str,
     config_name: str,
     prepare: Callable[[DictConfig, HydraJob], Job],
+    schema: type | None = None,
 ) -> int:
     """A Hydra app of this package (``summeval-run``, ``summeval-agree``): its primary config
     ``config_name``, each job planned by ``prepare`` and run by ``run_job``; the exit code."""
@@ -243,6 +247,9 @@ def run_app(
     if "--version" in arguments:
         print(f"{program} {__version__} (Hydra {hydra.__version__})")
         return EXIT_OK
+    if schema is not None and (typo := misspelt(arguments, schema, program)):
+        print(typo, file=sys.stderr)
+        return EXIT_BAD_INPUT
     register_configs(ConfigStore.instance())
     exit_codes: list[int] = []
     interrupts = Interrupts()
