@@ -360,13 +360,18 @@ def test_a_misspelt_key_or_option_is_one_line_naming_the_closest_and_the_choices
     assert not (tmp_path / "run").exists()
 
 
-def test_a_config_dir_of_ones_own_adds_its_options_to_the_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["--config-dir={}", "hydra.searchpath=[file://{}]"])
+def test_options_of_ones_own_configs_are_not_refused_as_misspelt(
+    tmp_path: Path, source: str
+) -> None:
+    """A --config-dir's options join the check; options from a search path it cannot list are
+    left to Hydra, never refused."""
     mine = tmp_path / "my_configs" / "scorer"
     mine.mkdir(parents=True)
     (mine / "strict.yaml").write_text("max_questions: 3\n", encoding="utf-8")
 
     ran = run_app(
-        tmp_path / "run", f"--config-dir={tmp_path / 'my_configs'}", "scorer=strict",
+        tmp_path / "run", source.format(tmp_path / "my_configs"), "scorer=strict",
         "runner.estimate=true",
     )  # fmt: skip
 

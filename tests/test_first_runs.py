@@ -175,8 +175,9 @@ def test_a_new_dataset_path_starts_from_the_seeds_field_names_not_the_samples(
     assert named.returncode == 0, named.stderr
     metadata = table(tmp_path / "run", "items")["metadata"].tolist()
     assert metadata == [{"key": "a1"}, {"key": "a2"}]
-    # The sample itself keeps its own names.
-    assert manifest(tmp_path / "run")["config"]["dataset"]["fields"]["input"] == "article"
+    # The manifest records the names the run read: the seed's, less what was set.
+    fields = manifest(tmp_path / "run")["config"]["dataset"]["fields"]
+    assert (fields["input"], fields["id"], fields["metadata"]) == ("article", "id", ["key"])
 
 
 def test_a_named_field_no_jsonl_row_has_is_refused_and_one_some_rows_have_is_read(

@@ -21,18 +21,27 @@ from summeval_runner._cli._bundled import CONFIG_PATH
 _CONFIGS_PACKAGE = CONFIG_PATH.removeprefix("pkg://")
 
 
-def _config_dirs(arguments: Sequence[str]) -> list[Path]:
-    """The bundled configs' folder and each ``--config-dir`` (``-cd``) on the command line."""
-    found: list[Path] = []
+# Arguments that put config groups' options where this check cannot list them (another primary
+# config, a search path of Hydra's, a pkg:// source): group options are then left to Hydra.
+_OTHER_SOURCES = ("--config-path", "-cp", "--config-name", "-cn", "hydra.searchpath")
+
+
+def _config_dirs(arguments: Sequence[str]) -> list[Path] | None:
+    """The bundled configs' folder and each ``--config-dir`` (``-cd``) on the command line;
+    ``None`` when options may come from elsewhere too (``_OTHER_SOURCES``, a ``--config-dir``
+    that is not a folder on disk)."""
     root = resources.files(_CONFIGS_PACKAGE)
-    if isinstance(root, Path):
-        found.append(root)
+    if not isinstance(root, Path):
+        return None
+    found = [root]
     for index, argument in enumerate(arguments):
+        if argument.lstrip("+").startswith(_OTHER_SOURCES):
+            return None
         if argument.startswith("--config-dir="):
             found.append(Path(argument.partition("=")[2]))
         elif argument in ("--config-dir", "-cd") and index + 1 < len(arguments):
             found.append(Path(arguments[index + 1]))
-    return found
+    return found if all(folder.is_dir() for folder in found) else None
 
 
 def _options(group: str, dirs: Sequence[Path]) -> list[str]:
@@ -67,15 +76,14 @@ def misspelt(arguments: Sequence[str], schema: type, program: str) -> str | None
             continue
         parts = key.split(".")
         if len(parts) == 1:
-            groups = [name for name in top if (dirs and _options(name, dirs))]
             if key not in top:
                 return (
                     f"{program}: error: {key} is not a config group or setting; "
                     f"{_suggestion(key, list(top))}(the config has: {', '.join(top)})"
                 )
-            if key in groups:
+            options = _options(key, dirs) if dirs is not None else []
+            if options:  # a config group (a folder of options), not a plain setting
                 value = argument.partition("=")[2]
-                options = _options(key, dirs)
                 if value and "," not in value and value not in options and value != "null":
                     return (
                         f"{program}: error: {key}={value}: {key} has no option {value!r}; "

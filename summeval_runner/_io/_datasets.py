@@ -336,10 +336,17 @@ class DatasetFile:
         return next((name for name in OUTPUT_NAMES if name in first), None)
 
     def columns(self) -> list[str]:
-        """The first row's fields (a CSV's or a Parquet file's columns); ``[]`` when there is no
-        row. ``DatasetError`` when the file cannot be read."""
+        """The first row's fields (a CSV's or a Parquet file's columns: its schema's, read
+        without its rows); ``[]`` when there is no row. ``DatasetError`` when the file cannot
+        be read."""
         _check_path(self.path)
-        for _, row in _rows(self.path, detect_format(self.path, self.format)):
+        kind = detect_format(self.path, self.format)
+        if kind == "parquet":
+            try:
+                return sorted(pq.read_schema(self.path).names)
+            except Exception as error:
+                raise DatasetError(f"{self.path}: not a readable Parquet file ({error})") from None
+        for _, row in _rows(self.path, kind):
             return sorted(map(str, row)) if isinstance(row, Mapping) else []
         return []
 

@@ -361,10 +361,11 @@ def _check_outputs(data: DatasetFile, has_target: bool) -> str | None:
         )
     if not has_target and found is None and (columns := data.columns()):
         raise ConfigError(
-            f"{data.path}: no summaries to score and no target to write them: the data has no "
-            f"{' or '.join(repr(n) for n in OUTPUT_NAMES)} field and dataset.fields.output "
-            f"names none (its fields: {columns}). Name the field that holds the summaries "
-            "(dataset.fields.output=<field>), or pick an agent (target=<name>)"
+            f"{data.path}: no summaries to score and no target to write them: its first row "
+            f"has no {' or '.join(repr(n) for n in OUTPUT_NAMES)} field and "
+            f"dataset.fields.output names none (the row's fields: {columns}). Name the field "
+            "that holds the summaries (dataset.fields.output=<field>), or pick an agent "
+            "(target=<name>)"
             + (
                 "; dataset.ignore_outputs=true is set, so none is read"
                 if data.ignore_outputs

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from summeval_runner._judges._protocol import TokenUsage
-from summeval_runner._scorers._result import COUNTED, ErrorInfo, Status
+from summeval_runner._scorers._result import COUNTED, STATUSES, ErrorInfo, Status
 
 
 def _field(result: Any, name: str) -> Any:
@@ -62,7 +62,7 @@ def status_of(result: Any) -> Status:
     if isinstance(result, ErrorInfo):
         return "error"
     status = _field(result, "status")
-    if status in ("blank_summary", "unscorable", "error"):
+    if status in STATUSES and status != "scored":  # said outright; a scored one needs a number
         return status  # type: ignore[no-any-return]
     verdict = result if isinstance(result, bool) else _field(result, "score")
     if number_of(result) is not None or isinstance(verdict, bool):
