@@ -83,3 +83,38 @@ def test_blank_summaries_fail_a_drop_gate_they_used_to_pass(tmp_path: Path) -> N
     assert gated.returncode == 1, gated.stdout + gated.stderr
     assert "blank" in gated.stderr
     assert floor.returncode == 1, floor.stdout + floor.stderr
+
+
+def test_without_an_id_column_changed_summaries_fail_the_drop_gate_not_drop_out(
+    tmp_path: Path,
+) -> None:
+    """Found trying SummEval's rows as a new user would: with no id column, an item's id is
+    generated from its input and summary, so the blanked items got new ids, did not pair, and
+    --fail-if-drop passed on the unchanged rest (a difference of +0.000 over them)."""
+    from tests.app import run_app, summeval_compare
+    from tests.documents import write_dataset
+
+    docs = pd.read_json(write_dataset(tmp_path / "docs.jsonl", 24), lines=True).drop(columns="id")
+    full = docs.assign(output=[text.split(". ")[0] + "." for text in docs["input"]])
+    blanked = full.assign(output=[o if i % 4 else "" for i, o in enumerate(full["output"])])
+    for name, frame in (("full", full), ("blank", blanked)):
+        frame.to_json(tmp_path / f"{name}.jsonl", orient="records", lines=True)
+        done = run_app(
+            tmp_path / name, f"dataset.path={tmp_path / f'{name}.jsonl'}", "target=precomputed",
+            f"runner.variant={name}", "runner.progress=false",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    gated = summeval_compare(
+        str(tmp_path / "full"), str(tmp_path / "blank"), "--fail-if-drop", "0.02",
+        "--out", str(tmp_path / "out"), cwd=tmp_path,
+    )  # fmt: skip
+
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert "summeval-compare: gate: blank (" in gated.stderr
+    assert "6 of its items and 6 of the baseline full's did not pair" in gated.stderr
+    saved = duckdb.sql(
+        f"SELECT DISTINCT variant, ids_from_summaries FROM '{tmp_path / 'out'}/comparison.parquet' "
+        "ORDER BY variant"
+    ).fetchall()
+    assert saved == [("blank", True), ("full", True)]

@@ -81,6 +81,14 @@ COMPARISON_SCHEMA = pa.schema(
             "items that tripped a manipulation check (items.parquet's flags); null for a run "
             "made before the checks (no flags column)",
         ),
+        described(
+            "ids_from_summaries",
+            pa.bool_(),
+            "the run's ids were generated from each item's input and its precomputed summary "
+            "(no id column, no target): an item whose summary changed between runs has another "
+            "id in each, and is not paired",
+            nullable=False,
+        ),
         described("dimension", pa.string(), "score, alignment or coverage", nullable=False),
         described(
             "n",
@@ -479,6 +487,13 @@ def content_pairings(runs: Sequence[Run], base: Run | None) -> list[ContentPairi
     return found
 
 
+def ids_from_summaries(run: Run) -> bool:
+    """Whether the run's ids were generated from its items' inputs and precomputed summaries
+    (``generated_id``): two runs of such data pair only the items whose summary is the same in
+    both, so the items a change of the system under test touched are the ones left unpaired."""
+    return _ids(run) == "generated" and run.manifest.setup.get("target", ...) is None
+
+
 def _scored_mask(run: Run, column: str) -> npt.NDArray[np.bool_]:
     """Which of the run's items count (scored, or a blank summary's 0) and have a value of
     ``column``."""
@@ -596,6 +611,7 @@ def compare_loaded(
                 "status": run.manifest.status,
                 "unfinished": run.manifest.unfinished_of(counts["items"]),
                 "flagged": flagged_items(run),
+                "ids_from_summaries": ids_from_summaries(run),
                 **counts,
                 "dimension": dimension,
                 "n": len(values),
@@ -1026,15 +1042,30 @@ def flagged_runs(comparison: pd.DataFrame, *, exclude: Sequence[str] = ()) -> li
 @dataclass(frozen=True)
 class UnpairedRun:
     """A compared run with no item scored in both it and the baseline: nothing of it was
-    compared, so no drop could be found (shards of one run, files whose generated ids differ)."""
+    compared, so no drop could be found (shards of one run, files whose generated ids differ).
+    Or, ``by_summaries``: a run whose ids, like the baseline's, were generated from each item's
+    summary, with items that did not pair (``only_here``, ``only_in_baseline``): those are the
+    items whose summaries changed, so the paired figures leave out every change."""
 
     variant: str
     run_dir: str
     baseline: str
     shares_items: bool
+    by_summaries: bool = False
+    only_here: int = 0
+    only_in_baseline: int = 0
 
     def describe(self) -> str:
         where = named(self.variant, self.run_dir)
+        if self.by_summaries:
+            return (
+                f"{where}: {self.only_here} of its items and {self.only_in_baseline} of the "
+                f"baseline {self.baseline}'s did not pair: both datasets have no id column, so "
+                "each item's id was generated from its input and its summary, and an item whose "
+                "summary changed (a blank one too) has another id in each run. The changed "
+                "items, where a drop would show, were not compared; give the data an id column "
+                "(dataset.fields.id) to pair its rows by it"
+            )
         if self.shares_items:
             return (
                 f"{where} has no item scored in both it and the baseline {self.baseline}: "
@@ -1046,15 +1077,35 @@ class UnpairedRun:
 
 
 def unpaired_runs(comparison: pd.DataFrame) -> list[UnpairedRun]:
-    """The runs compared with a baseline that share no scored item with it. (Runs sharing some
-    items are compared on those; the others are listed as only in one run.)"""
+    """The runs compared with a baseline that share no scored item with it; and the runs that,
+    like the baseline, were paired by ids generated from their summaries and left items unpaired
+    (``UnpairedRun.by_summaries``: exactly the items whose summaries changed). Other runs sharing
+    some items are compared on those, the rest listed as only in one run (a benchmark's items
+    added or retired, under ids of the data's own)."""
     found = []
+    # A comparison written before the column: no run is known to be paired by its summaries.
+    by_summaries = (
+        comparison["ids_from_summaries"].fillna(False).astype(bool)
+        if "ids_from_summaries" in comparison.columns
+        else pd.Series(False, index=comparison.index)
+    )
+    baselines = comparison["baseline"].isna()
+    of_summaries = set(comparison.loc[baselines & by_summaries, "variant"])
     for (variant, run_dir), rows in comparison.groupby(["variant", "run_dir"], sort=False):
         if rows["baseline"].isna().all():
             continue  # the baseline itself, or no baseline
-        if int(rows["n_paired"].fillna(0).max()) > 0:
-            continue
         first = rows.iloc[0]
+        if int(rows["n_paired"].fillna(0).max()) > 0:
+            here, there = len(first["items_only_here"]), len(first["items_only_in_baseline"])
+            if (here or there) and bool(by_summaries[rows.index].all()) and (
+                first["baseline"] in of_summaries
+            ):
+                found.append(
+                    UnpairedRun(
+                        str(variant), str(run_dir), str(first["baseline"]), True, True, here, there
+                    )
+                )
+            continue
         shares = len(first["items_only_here"]) < int(first["items"])
         found.append(UnpairedRun(str(variant), str(run_dir), str(first["baseline"]), shares))
     return found
