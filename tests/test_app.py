@@ -422,10 +422,11 @@ def test_the_llm_summarizer_agent_is_swept_against_a_fixed_judge(
     assert sent == ["A team from the Valm", "Riverside Athletic w", "The town council of "]
     items = table(tmp_path / "llm", "items")
     assert set(items["summary"]) == {SUMMARY_REPLY}
-    # The overrides that fit a label of 64 characters, and the whole's hash (issue 32: a label
-    # of every override, 150 characters here, widened every table it is in).
+    # The agent in a person's words, then the overrides that fit a label of 64 characters, and
+    # the whole's hash (issue 32: a label of every override, 150 characters here, widened every
+    # table it is in; issue 42: the agent first, by its option and model).
     (label,) = set(items["variant"])
-    assert re.fullmatch(r"dataset\.limit=3,target\.name=small-model,\.\.\.~[0-9a-f]{8}", label)
+    assert re.fullmatch(r"llm_summarizer/small-model,dataset\.limit=3,\.\.\.~[0-9a-f]{8}", label)
 
 
 @pytest.mark.parametrize("role", ["model", "target"])

@@ -288,6 +288,56 @@ def test_the_agents_calls_count_against_the_budget(tmp_path: Path, chat_server: 
     assert len(chat_server.requests) == run["counts"]["total"] < 6
 
 
+def test_the_offline_judge_and_a_python_agent_of_ones_own_cost_0_not_unknown(
+    tmp_path: Path,
+) -> None:
+    """Issue 42: the own-data page's agent, judged offline, printed "cost: unknown (judge
+    $0.0000, agent unknown) ... set model.price"; nothing it ran was billed."""
+    (tmp_path / "my_agents.py").write_text(
+        "class Summarizer:\n"
+        "    def __call__(self, article: str) -> str:\n"
+        "        return article.split('. ')[0]\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "my_configs" / "target").mkdir(parents=True)
+    (tmp_path / "my_configs" / "target" / "my_agent.yaml").write_text(
+        "_target_: my_agents.Summarizer\n", encoding="utf-8"
+    )
+    ran = run_app(
+        tmp_path / "run", f"--config-dir={tmp_path / 'my_configs'}", "target=my_agent",
+        "runner.progress=false", env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr
+    (line,) = [line for line in ran.stdout.splitlines() if line.startswith("cost:")]
+    assert line.startswith("cost: $0.0000 (judge $0.0000, agent $0.0000)"), line
+    assert "unknown" not in line
+    assert "model.price" not in line
+    assert "the agent's 26 calls counted $0: it reported no usage and has no price" in line
+    run = manifest(tmp_path / "run")
+    assert run["cost"] == {
+        "judge": 0.0, "target": 0.0, "total": 0.0, "currency": "USD", "target_unreported": 26
+    }  # fmt: skip
+    items = table(tmp_path / "run", "items")
+    assert (items.target_cost == 0).all()
+
+
+def test_an_llm_agent_whose_price_is_unset_stays_unknown_and_names_its_setting(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    """Only the part whose price is missing is named: an offline judge needs no model.price."""
+    ran = run_app(
+        tmp_path / "run", "runner.progress=false", "target=llm_summarizer",
+        f"target.base_url={chat_server.base_url}", "target.name=house-model", "dataset.limit=2",
+        env=ENV,
+    )  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr
+    (line,) = [line for line in ran.stdout.splitlines() if line.startswith("cost:")]
+    assert line.startswith("cost: unknown (judge $0.0000, agent unknown)"), line
+    assert line.endswith("(a price is not known: set target.price)"), line
+
+
 @pytest.mark.parametrize("raises", [False, True], ids=["returned", "raised"])
 def test_a_cost_budget_stops_at_an_agent_call_whose_cost_is_not_known(raises: bool) -> None:
     calls = 0

@@ -18,7 +18,7 @@ from summeval_runner import write_report
 from summeval_runner._cli._config import LONGEST_LABEL
 from summeval_runner._cli._plan import HydraJob, variant_label
 from summeval_runner._io._report_plots import trends_section
-from tests.app import openai_run, run_app, run_sweep
+from tests.app import SAMPLE, openai_run, run_app, run_sweep
 from tests.browser import browser
 from tests.chat_server import ChatServer
 from tests.documents import copy_sample
@@ -148,10 +148,9 @@ def test_a_runs_label_leaves_out_its_price_and_is_short(
     assert completed.returncode == 0, completed.stderr
     (label,) = set(pd.read_parquet(run_dir / "runs.parquet")["variant"])
     assert "price" not in label
-    # Too long for a label whole: the overrides that fit, and the whole's hash.
-    assert re.fullmatch(
-        r"dataset\.fields\.metadata=\[\],dataset\.limit=1,\.\.\.~[0-9a-f]{8}", label
-    )
+    # The file's stem and the judge, then the overrides that fit, and the whole's hash; the
+    # field map says how the file is read, not which file, and is left out.
+    assert re.fullmatch(r"articles,openai,dataset\.limit=1,\.\.\.~[0-9a-f]{8}", label)
     assert len(label) <= LONGEST_LABEL
     # The price still costs the run, where cost is recorded.
     assert pd.read_parquet(run_dir / "runs.parquet")["cost_usd"].iloc[0] > 0
@@ -163,6 +162,25 @@ def test_a_single_run_keeps_its_overrides_as_its_label(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     (label,) = set(pd.read_parquet(tmp_path / "run" / "items.parquet")["variant"])
     assert label == "dataset.limit=2,target.k=2"
+
+
+def test_a_single_runs_label_is_in_a_persons_words(tmp_path: Path) -> None:
+    """Issue 42: a user's own CSV was labelled ``dataset.fields.id=id,dataset.…~92408d13``."""
+    mine = tmp_path / "mine.csv"
+    rows = pd.read_json(SAMPLE, lines=True).head(3)
+    rows.assign(summary=rows.text.str.split(". ").str[0]).rename(columns={"text": "article"})[
+        ["id", "article", "summary"]
+    ].to_csv(mine, index=False)
+
+    completed = run_app(
+        tmp_path / "run", f"dataset.path={mine}", "dataset.fields.input=article",
+        "dataset.fields.output=summary", "dataset.fields.id=id", "target=precomputed",
+        "model=offline", "scorer.max_questions=5", *QUIET,
+    )  # fmt: skip
+
+    assert completed.returncode == 0, completed.stderr
+    (label,) = set(pd.read_parquet(tmp_path / "run" / "items.parquet")["variant"])
+    assert label == "mine,precomputed,scorer.max_questions=5"
 
 
 def test_runs_of_one_day_get_labels_of_their_own_under_the_trend(tmp_path: Path) -> None:

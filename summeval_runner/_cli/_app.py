@@ -41,6 +41,7 @@ from summeval_runner._cli._exit_codes import (
     EXIT_NOT_RECORDED,
     EXIT_OK,
 )
+from summeval_runner._cli._help import config_groups as _config_groups  # noqa: F401 (its resolver)
 from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import NEW_BUDGET, resume_command
 from summeval_runner._cli._rundir import discard_refused, settle_hydra_files

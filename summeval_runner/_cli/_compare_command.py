@@ -56,6 +56,26 @@ from summeval_runner._scorers._result import METRICS
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 _LISTED = 10
+
+_EPILOG = f"""\
+examples:
+  summeval-compare outputs/baseline outputs/candidate --fail-if-drop 0.02
+      the candidate against the baseline, item by item; exit 1 when it dropped by more
+      than 0.02 on a dimension, significantly, or did not complete cleanly
+  summeval-compare --history outputs/nightly --fail-if-below 0.7 --summary-md summary.md
+      the newest nightly run against the earlier ones of its config; exit 1 when its
+      mean score is below 0.7; the verdict as Markdown for a CI job's summary
+
+exit codes:
+  {EXIT_OK}  compared; with a --fail-if-* option, the gate passed
+  {EXIT_REGRESSION}  the gate failed: a significant drop past --fail-if-drop, a mean below
+     --fail-if-below, a flagged item with --fail-if-flagged, or a compared run that did not
+     complete, scored no item, errored more than --max-error-rate or shares no item with
+     the baseline
+  {EXIT_BAD_INPUT}  bad input: a directory that is not a finished run, an option out of range,
+     runs whose judge, scale, prompt version or dataset differ (without --allow-mismatch),
+     or a file that could not be written
+"""
 _WIDEST_LABEL = 60
 
 
@@ -64,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="summeval-compare",
         description="Compare summeval-run runs: means with 95% intervals and, against a "
         "baseline, paired differences on the items both scored.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "runs",

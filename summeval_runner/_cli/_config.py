@@ -268,7 +268,11 @@ def label_name(overrides: Sequence[str]) -> str:
     >>> label_name(["dataset.limit=5", "dataset.path=" + "d" * 40, "target.k=1"])
     'dataset.limit=5,target.k=1,...~4102fd95'
     """
-    parts = _name_parts(overrides)
+    return _fitted(_name_parts(overrides))
+
+
+def _fitted(parts: Sequence[str]) -> str:
+    """``parts`` joined by ``,``, cut to ``LONGEST_LABEL`` as ``label_name`` says."""
     name = ",".join(parts)
     if len(name) <= LONGEST_LABEL:
         return name
@@ -280,6 +284,54 @@ def label_name(overrides: Sequence[str]) -> str:
     if not kept:  # not one override fits: the name's start
         return f"{name[: LONGEST_LABEL - len(tail)]}{tail}"
     return ",".join(kept) + tail
+
+
+# summeval-run's config groups and the option each takes by default (configs/config.yaml).
+DEFAULT_CHOICES = {
+    "dataset": "sample",
+    "target": "lead_k",
+    "model": "offline",
+    "scorer": "default",
+    "runner": "default",
+}
+# How a dataset file is read, not which file: a run's label leaves them out (its dataset hash,
+# which the comparison checks, still tells two readings apart).
+_READING = ("dataset.fields", "dataset.format", "dataset.ignore_outputs")
+
+
+def readable_label(overrides: Sequence[str]) -> str:
+    """A single run's label in a person's words, from what its command line changes: the
+    dataset file's stem, the target (``llm_summarizer/small-model``), the judge
+    (``openai/gpt-4.1``), then any other
+    setting as ``key=value``; options picked as they are by default and settings that say how
+    the file is read are left out. Redacted and cut as ``label_name``; ``""`` for none.
+
+    >>> readable_label(["dataset.path=/data/mine.csv", "dataset.fields.input=article",
+    ...                 "model=openai", "model.name=gpt-4.1", "target=precomputed"])
+    'mine,precomputed,openai/gpt-4.1'
+    >>> readable_label(["model=offline", "target.k=1", "dataset.limit=5"])
+    'dataset.limit=5,target.k=1'
+    """
+    dataset: list[str] = []
+    target: list[str] = []
+    judge: list[str] = []
+    rest: list[str] = []
+    for part in _name_parts(overrides):
+        key, _, value = part.partition("=")
+        key = key.lstrip("+")
+        bare = value.strip("'\"")
+        if key.startswith(_READING) or DEFAULT_CHOICES.get(key) == bare:
+            continue
+        if key == "dataset.path":
+            dataset.append(Path(bare.partition("~")[0]).stem or bare)
+        elif key in ("target", "target.name"):
+            target.insert(0 if key == "target" else len(target), bare)
+        elif key in ("model", "model.name"):
+            judge.insert(0 if key == "model" else len(judge), bare)
+        else:
+            rest.append(part)
+    named = [*dataset, *("/".join(part) for part in (target, judge) if part)]
+    return _fitted([*named, *rest])
 
 
 def override_key(line: str) -> str:

@@ -22,7 +22,7 @@ from hydra.types import RunMode
 from hydra.utils import get_object, instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from summeval_runner._cli._config import fixed_keys, label_name, override_key
+from summeval_runner._cli._config import fixed_keys, label_name, override_key, readable_label
 from summeval_runner._cli._sweep import MULTIRUN
 from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._io._datasets import DatasetFile, FieldMap
@@ -233,7 +233,10 @@ def variant_label(runner: DictConfig, job: HydraJob) -> str:
     varied = _varied(job) if job.multirun else None
     given = runner.variant
     if given is None:
-        return varied or _named([o for o in _own(job) if override_key(o) not in _NO_VERDICT])
+        if job.multirun:
+            return varied or _named([o for o in _own(job) if override_key(o) not in _NO_VERDICT])
+        own = [o for o in _own(job) if override_key(o) not in _NO_VERDICT]
+        return scrub(readable_label(own)) or _DEFAULT_VARIANT
     per_job = OmegaConf.is_interpolation(runner, "variant")
     if not job.multirun or per_job or not varied:
         return str(given)

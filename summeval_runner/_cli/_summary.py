@@ -61,8 +61,19 @@ def cost_line(manifest: Manifest) -> str:
     target = manifest.target_tokens
     if target is not None and (target.input or target.output):
         line += f"; agent tokens {target.input:,} in, {target.output:,} out"
-    if cost.total is None:
-        line += " (a price is not known: set model.price, and target.price for an LLM agent)"
+    unknown = [
+        setting
+        for setting, part in (("model.price", cost.judge), ("target.price", cost.target))
+        if part is None
+    ]
+    if unknown:
+        line += f" (a price is not known: set {' and '.join(unknown)})"
+    if cost.target_unreported:
+        calls = cost.target_unreported
+        line += (
+            f"; the agent's {calls:,} call{'s' if calls != 1 else ''} counted $0: it reported "
+            "no usage and has no price"
+        )
     return line
 
 

@@ -25,6 +25,10 @@ _CONFIGS_PACKAGE = CONFIG_PATH.removeprefix("pkg://")
 # config, a search path of Hydra's, a pkg:// source): group options are then left to Hydra.
 _OTHER_SOURCES = ("--config-path", "-cp", "--config-name", "-cn", "hydra.searchpath")
 
+# Top-level keys of another command's config, which share the config folder: a user who reaches
+# for them is sent to that command.
+_ELSEWHERE = {"human": "summeval-agree", "agreement": "summeval-agree"}
+
 
 def _config_dirs(arguments: Sequence[str]) -> list[Path] | None:
     """The bundled configs' folder and each ``--config-dir`` (``-cd``) on the command line;
@@ -75,6 +79,12 @@ def misspelt(arguments: Sequence[str], schema: type, program: str) -> str | None
         if key.startswith("hydra") or "@" in key or "/" in key:
             continue
         parts = key.split(".")
+        other = _ELSEWHERE.get(parts[0], program)
+        if parts[0] not in top and other != program:
+            return (
+                f"{program}: error: {parts[0]} is {other}'s setting, not {program}'s: "
+                f"{other} {argument} runs it (see {other} --help)"
+            )
         if len(parts) == 1:
             if key not in top:
                 return (

@@ -129,6 +129,8 @@ class PartTraffic(BaseModel):
     target_output_tokens: int = 0
     target_cost: float = 0.0
     target_cost_unknown: int = 0
+    # Calls of an agent with no price setting that reported no usage: counted at $0 (RunCost).
+    target_unreported: int = 0
     # The agent's calls the response cache answered (the judge's hits are cache_hits).
     target_cache_hits: int = 0
     # Parts run with a judge (or an agent with a price setting) whose price was not given:
@@ -170,7 +172,9 @@ class PartTraffic(BaseModel):
         judge = None if self.judge_cost_unknown or self.judge_unpriced else self.judge_cost
         target = None if self.target_cost_unknown or self.target_unpriced else self.target_cost
         total = None if judge is None or target is None else judge + target
-        return RunCost(judge=judge, target=target, total=total)
+        return RunCost(
+            judge=judge, target=target, total=total, target_unreported=self.target_unreported
+        )
 
     def judge_traffic(self, like: JudgeTraffic) -> JudgeTraffic:
         """``like`` (its judge's name, the cache's mode and path) with these counts."""

@@ -285,12 +285,17 @@ class RunCost(_Part):
     parts, killed ones included): the judge's replies at its price (a reply from the response
     cache costs nothing; the Batch API's at its share of the price) and the agent's calls as it
     reported them (``report_target_usage``; a run without an agent spends 0 on one). ``None``
-    where any call's cost is not known (no price given); ``total`` then too."""
+    where any call's cost is not known (no price given); ``total`` then too.
+
+    ``target_unreported``: the agent's calls counted at $0 because the agent reported no usage
+    and has no price setting (a Python agent of one's own that calls no model). A budget in
+    dollars still refuses such an agent (it cannot tell it from one that pays for its calls)."""
 
     judge: float | None = 0.0
     target: float | None = 0.0
     total: float | None = 0.0
     currency: str = "USD"
+    target_unreported: int = 0
 
 
 class JudgeNoise(_Part):

@@ -416,6 +416,7 @@ def _cost(runs: list[ShardRun]) -> RunCost | None:
         judge=add_costs(cost.judge for cost in known),
         target=add_costs(cost.target for cost in known),
         total=add_costs(cost.total for cost in known),
+        target_unreported=sum(cost.target_unreported for cost in known),
     )
 
 

@@ -68,7 +68,8 @@ class JudgePanel:
         names = self.names
         if len(names) < 2:
             raise ConfigError(
-                f"a panel needs at least two judges, got {len(names)}: {', '.join(names) or '-'}"
+                f"a panel needs at least two judges, got {len(names)}"
+                + (f": {', '.join(names)}" if names else "")
             )
         for position, name in enumerate(names):
             first = names.index(name)

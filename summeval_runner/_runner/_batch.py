@@ -426,11 +426,11 @@ class Batch:
                     finally:
                         if self.spend is not None and hold is not None:
                             self.spend.release(hold)
-                        target_usage, target_cost = self._target_spend(progress)
+                        target_usage, target_cost, reported = self._target_spend(progress)
                         if self.spend is not None:
                             # Whether the agent returned or raised: a call it paid for and
                             # did not price leaves a max_cost budget blind either way.
-                            self.spend.check_agent_cost(target_cost)
+                            self.spend.check_agent_cost(target_cost if reported else None)
                 if not isinstance(output, str | list | Mapping):
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"
@@ -482,10 +482,17 @@ class Batch:
             target_cost=target_cost,
         )
 
-    def _target_spend(self, progress: EvaluationProgress) -> tuple[TokenUsage | None, float | None]:
+    def _target_spend(
+        self, progress: EvaluationProgress
+    ) -> tuple[TokenUsage | None, float | None, bool]:
         """What the agent's call used, as it reported it (``report_target_usage``), counted into
-        the run's traffic: its tokens, and its cost (``None`` when not known). A target that
-        reports nothing and has a price (the lead-k baseline: free) cost nothing."""
+        the run's traffic: its tokens, its cost (``None`` when not known), and whether that
+        cost was reported or priced. A target that reports nothing and has a price (the lead-k
+        baseline: free) cost nothing. One that reports nothing and has no price setting at all
+        (a Python function of one's own) is counted at $0, as ``target_unreported``: nothing it
+        told us was billed, and the cost line says how it was counted; a budget in dollars
+        still stops at it. One with a price setting left unset (the LLM summarizer's
+        ``target.price``) that reports no cost: not known."""
         counts: dict[str, float] = {"target_calls": 1}
         if progress.target_reported:
             usage = TokenUsage(progress.target_input_tokens, progress.target_output_tokens)
@@ -503,12 +510,17 @@ class Batch:
             }
         elif isinstance(self._target_price, Price):
             usage, cost = TokenUsage(), 0.0
+        elif not hasattr(self.target, "price"):
+            counts |= {"target_unreported": 1, "target_cost": 0.0}
+            if self.count is not None:
+                self.count(counts)
+            return TokenUsage(), 0.0, False
         else:
             usage, cost = None, None
         counts |= {"target_cost_unknown": 1} if cost is None else {"target_cost": cost}
         if self.count is not None:
             self.count(counts)
-        return usage, cost
+        return usage, cost, True
 
     async def _working(self, scorer: Any, input: Any, output: Any) -> Any:
         # The scorer's coroutine is made here, not by the caller: a task cancelled before its

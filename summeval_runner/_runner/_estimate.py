@@ -344,7 +344,9 @@ async def estimate_evals(
                     estimate.target_input_tokens += usage.input_tokens
                     estimate.target_output_tokens += usage.output_tokens
                     estimate.target_cost = add_costs((estimate.target_cost, cost))
-                elif not isinstance(getattr(target, "price", None), Price):
+                elif hasattr(target, "price") and not isinstance(target.price, Price):
+                    # A price setting left unset; an agent with none is counted at $0, as
+                    # the run counts it (an agent of one's own that reports no usage).
                     estimate.target_cost = None
             for each in trial_scorers:
                 result = await each.run(input=item.input, output=output)
