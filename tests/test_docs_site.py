@@ -145,6 +145,27 @@ def test_every_exit_code_is_in_the_reference(site: Path) -> None:
         assert rows[str(code)][0], f"exit code {code} has no meaning in the reference"
 
 
+# An entity escaped twice: the reader sees "&#x27;" or "&lt;" as text instead of ' or <.
+_SHOWN_ENTITY = re.compile(r"&amp;(?:#x?[0-9a-fA-F]+|[a-zA-Z]+);")
+
+
+def test_no_page_shows_an_escaped_entity_as_text(site: Path) -> None:
+    """Issue 42: the reference pages showed ``[&#x27;title&#x27;, ...]`` and
+    ``list&lt;element: string&gt;``, and the strict build passed."""
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 10
+    shown = {
+        str(page.relative_to(site)): _SHOWN_ENTITY.findall(page.read_text(encoding="utf-8"))
+        for page in pages
+    }
+    assert {page: found for page, found in shown.items() if found} == {}
+    # What the entities stood for is there, as text.
+    configs = (site / "reference" / "configs" / "index.html").read_text(encoding="utf-8")
+    assert "<code>{'alignment': {'ratings': ['label'], 'binary': True}}</code>" in configs
+    tables = (site / "reference" / "tables" / "index.html").read_text(encoding="utf-8")
+    assert "<code>list&lt;element: string&gt;</code>" in tables
+
+
 def test_every_public_name_has_its_entry_in_the_api_reference(site: Path) -> None:
     page = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     documented = set(re.findall(r'id="summeval_runner\.(\w+)"', page))

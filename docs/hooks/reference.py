@@ -246,7 +246,16 @@ def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
 
 
 def _cell(text: str) -> str:
+    """Text for a table cell: HTML-escaped (a ``<`` is shown, never read as a tag)."""
     return html.escape(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    """A code span for a table cell. Markdown escapes a code span's text itself: escaped here
+    too, ``'`` would be shown as ``&#x27;`` (issue 42)."""
+    text = text.replace("|", "\\|").replace("\n", " ")
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
 
 
 def _shown(value: Any) -> str:
@@ -254,7 +263,7 @@ def _shown(value: Any) -> str:
         return "`null`"
     if isinstance(value, str) and len(value) > 60:
         value = value[:57] + "..."
-    return f"`{_cell(str(value))}`"
+    return _code(str(value))
 
 
 def _configs_page() -> str:
@@ -285,7 +294,7 @@ def _tables_page() -> str:
         out += ["", f"### `{file_name}`", "", "| column | type | meaning |", "| --- | --- | --- |"]
         for field in schema:
             meaning = descriptions(schema)[field.name]
-            out.append(f"| `{field.name}` | `{_cell(str(field.type))}` | {_cell(meaning)} |")
+            out.append(f"| `{field.name}` | {_code(str(field.type))} | {_cell(meaning)} |")
     return "\n".join(out) + "\n"
 
 
