@@ -535,3 +535,91 @@ def test_finer_claims_give_a_one_sentence_summary_partial_alignment() -> None:
     # "The museum in Bergen" / "which opened a new wing for Viking ships" / "sells tickets...".
     assert fine.alignment_score == pytest.approx(2 / 3)
     assert list(unsupported(fine)) == ["sells tickets for fifty euros."]
+
+
+# --- issue 42: a question is answered only where the summary states its fact ------------------
+
+CUP_FINAL = (
+    "Riverside Athletic won the cup final against Harbour United on Sunday. "
+    "Neither side scored in extra time. "
+    "About 3,500 fans watched the match at the Valley ground."
+)
+
+
+def _answers(summary: str, **settings: object) -> dict[str, tuple[bool, str]]:
+    """Each question the offline judge draws from ``CUP_FINAL``, from its statement's first
+    words -> whether ``summary`` answers it, and why."""
+    judge = OfflineJudge(OfflineSettings(**settings))  # type: ignore[arg-type]
+    result = create_summarization_scorer(judge).run_sync(input=CUP_FINAL, output=summary)
+    assert result.analyze_step_result is not None
+    return {
+        " ".join(v.question.removeprefix("Does the text say that ").split()[:2]): (
+            v.answered,
+            v.reason,
+        )
+        for v in result.analyze_step_result.coverage
+    }
+
+
+def test_questions_read_as_questions_with_names_kept_capitalised() -> None:
+    asked = score(CUP_FINAL, "Riverside won.").preprocess_step_result
+    assert asked is not None
+
+    assert sorted(asked.questions) == [
+        "Does the text say that Riverside Athletic won the cup final against Harbour United on "
+        "Sunday?",
+        "Does the text say that about 3,500 fans watched the match at the Valley ground?",
+        "Does the text say that neither side scored in extra time?",
+    ]
+    titled = score(COUNCIL, "The council approved a budget.").preprocess_step_result
+    assert titled is not None
+    assert "Does the text say that Mayor Anna Lindqvist said the money" in " ".join(
+        titled.questions
+    )
+    assert "Does the text say that public transport fares will not rise" in " ".join(
+        titled.questions
+    )
+
+
+def test_a_negative_fact_is_not_answered_by_a_summary_that_shares_two_of_its_words() -> None:
+    """The issue's case: "Neither side scored in extra time?" was credited to a summary that
+    only shares "scored" and "time"."""
+    shares_words = _answers("Riverside scored twice before half time.")
+    states_it = _answers("Neither side scored in extra time.")
+    lenient = _answers("Riverside scored twice before half time.", answer_negation=False)
+
+    assert shares_words["neither side"] == (
+        False,
+        "the question is a negative fact ('neither ...') and the summary denies nothing",
+    )
+    assert states_it["neither side"][0] is True
+    assert lenient["neither side"][0] is True  # the rule, not another one, decides
+
+
+def test_a_question_is_not_answered_by_another_number_or_another_name() -> None:
+    other_number = _answers("About 2,000 fans watched the match at the Valley ground.")
+    same_number = _answers("Some 3,500 fans watched the match at the Valley.")
+    other_name = _answers("Eastbourne Town won the cup final on Sunday.")
+    same_name = _answers("Riverside Athletic won the cup final on Sunday.")
+
+    assert other_number["about 3,500"] == (
+        False,
+        "the summary gives none of the question's numbers ('3,500')",
+    )
+    assert same_number["about 3,500"][0] is True
+    assert other_name["Riverside Athletic"][0] is False
+    assert other_name["Riverside Athletic"][1].startswith(
+        "the summary gives none of the question's names"
+    )
+    assert same_name["Riverside Athletic"][0] is True
+    loose = _answers(
+        "About 2,000 fans watched the match at the Valley ground.", answer_numbers=False
+    )
+    assert loose["about 3,500"][0] is True
+
+
+def test_a_summary_that_denies_what_the_question_states_does_not_answer_it() -> None:
+    denied = _answers("About 3,500 fans did not watch the match at the Valley ground.")
+
+    assert denied["about 3,500"][0] is False
+    assert denied["about 3,500"][1].startswith("the summary denies 'watched'")

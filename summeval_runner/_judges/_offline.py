@@ -5,8 +5,11 @@
   (read as its value: "2 million" is "2,000,000"), name and date in it appears in the source, its
   neighbouring words stand together there, no name is put in another's role, it does not stutter
   ("age age"), and the source agrees with it on negation (read per phrase). Questions are the
-  source's most salient sentences, asked as "Does the text say that ...?".
-- analyze: a question is answered when the summary holds most of the question's content terms.
+  source's most salient sentences, asked as "Does the text say that ...?" (the sentence's first
+  word lower-cased unless it is a name).
+- analyze: a question is answered when the summary states its fact: the summary holds most of
+  the question's content terms, one of its numbers and one of its names where it has any, and
+  the summary's sentence nearest to it neither denies what it states nor states what it denies.
   The step receives ``AnalyzeInput``, which has no source: the verdict can only come from the
   summary.
 - reason: a template over the verdicts.
@@ -33,6 +36,7 @@ from summeval_runner._judges._protocol import (
     ReasonInput,
 )
 from summeval_runner._judges._text import (
+    NEGATIONS,
     STOP_WORDS,
     Analysed,
     Term,
@@ -90,6 +94,15 @@ class OfflineSettings:
     min_question_terms: int = 4
     # Share of a question's content terms the summary must hold to answer it.
     answer_recall: float = 0.5
+    # A question is answered only where the summary states its fact (issue 42: "Neither side
+    # scored in extra time?" was credited to a summary that shares "scored" and "time"): one of
+    # its numbers, where it has any, is in the summary ...
+    answer_numbers: bool = True
+    # ... one of its names, where it has any, too ...
+    answer_names: bool = True
+    # ... and the summary sentence nearest to it, if it has no negation, states none of the
+    # words the question denies (or, negated, denies none of the words the question states).
+    answer_negation: bool = True
 
     def __post_init__(self) -> None:
         for name in ("support_recall", "pair_support", "answer_recall"):
@@ -105,10 +118,6 @@ class OfflineSettings:
 
 
 DEFAULT_SETTINGS = OfflineSettings()
-_CAPITALISED_OPENERS = frozenset(
-    "a an the in on at for this that these those it its he she they we his her their there as"
-    " after before when while but and".split()
-)
 
 
 class OfflineJudge:
@@ -392,7 +401,8 @@ def _negation_conflict(claim: Analysed, sentence: Analysed) -> str | None:
 
 def _questions(sentences: list[Analysed], limit: int, settings: OfflineSettings) -> list[str]:
     chosen = salient_sentences(sentences, limit, settings.lead_bias, settings.min_question_terms)
-    return [_as_question(sentence.text) for sentence in chosen]
+    names = frozenset(t.surface for s in sentences for t in s.terms if t.is_name)
+    return [_as_question(sentence.text, names) for sentence in chosen]
 
 
 def salient_sentences(
@@ -420,38 +430,91 @@ def salient_sentences(
     return [sentence for _, _, sentence in scored[:limit]]
 
 
-def _as_question(sentence: str) -> str:
+_FIRST_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _as_question(sentence: str, names: frozenset[str] = frozenset()) -> str:
+    """``Does the text say that <sentence>?``, read as a question: the sentence's first word
+    lower-cased ("that neither side scored", "that about 3,500 people", "that repairs will
+    cost") unless it is a name (``names``: the words the source capitalises inside a sentence),
+    a title before one ("Mayor Anna Lindqvist") or an acronym ("NASA", "I")."""
     statement = sentence.strip().rstrip(".!?;:")
     first, _, rest = statement.partition(" ")
-    if first.lower() in _CAPITALISED_OPENERS:
-        statement = f"{first.lower()} {rest}".strip()
+    word = _FIRST_WORD.match(first)
+    if word is not None:
+        bare = word.group(0)
+        acronym = bare == "I" or (len(bare) > 1 and bare.isupper())
+        following = _FIRST_WORD.match(rest)
+        titled = following is not None and following.group(0) in names  # "Mayor Anna ..."
+        if bare not in names and not acronym and not titled:
+            statement = f"{first[0].lower()}{first[1:]} {rest}".strip()
     return f"{QUESTION_PREFIX}{statement}?"
 
 
 def analyze(payload: AnalyzeInput, settings: OfflineSettings = DEFAULT_SETTINGS) -> dict[str, Any]:
-    summary = _reader(settings)(payload.summary)
-    return {
-        "coverage": [_answer(question, summary.keys, settings) for question in payload.questions]
-    }
+    read = _reader(settings)
+    sentences = [a for a in (read(s) for s in split_sentences(payload.summary)) if a.keys]
+    return {"coverage": [_answer(question, sentences, settings) for question in payload.questions]}
 
 
-def _answer(
-    question: str, summary_keys: frozenset[str], settings: OfflineSettings
-) -> dict[str, Any]:
+def _answer(question: str, summary: list[Analysed], settings: OfflineSettings) -> dict[str, Any]:
     statement = question.removeprefix(QUESTION_PREFIX).rstrip("?")
     asked = _reader(settings)(statement)
     verdict: dict[str, Any] = {"question": question, "answered": False, "reason": ""}
     if not asked.keys:
         verdict["reason"] = "the question has no content to look for"
         return verdict
+    summary_keys = frozenset().union(*(s.keys for s in summary))
     if len(asked.keys & summary_keys) / len(asked.keys) < settings.answer_recall:
         missing = [t.surface for t in asked.terms if t.key not in summary_keys]
         verdict["reason"] = f"the summary does not mention {quote(missing)}"
+        return verdict
+    if disagreement := _fact_disagrees(asked, summary, summary_keys, settings):
+        verdict["reason"] = disagreement
         return verdict
     found = [t.surface for t in asked.terms if t.key in summary_keys]
     verdict["answered"] = True
     verdict["reason"] = f"the summary mentions {quote(found)}"
     return verdict
+
+
+def _fact_disagrees(
+    asked: Analysed,
+    summary: list[Analysed],
+    summary_keys: frozenset[str],
+    settings: OfflineSettings,
+) -> str | None:
+    """Why the summary, though it shares the question's words, does not state its fact: the
+    question's numbers or names are not in it, or it disagrees on negation."""
+    for wanted, kind, terms in (
+        (settings.answer_numbers, "numbers", [t for t in asked.terms if t.is_number]),
+        (settings.answer_names, "names", [t for t in asked.terms if t.is_name]),
+    ):
+        if wanted and terms and not any(t.key in summary_keys for t in terms):
+            given = quote([t.surface for t in terms])
+            return f"the summary gives none of the question's {kind} ({given})"
+    if not settings.answer_negation:
+        return None
+    # A statement that opens with its negation ("Neither side scored", "No one was hurt") is a
+    # negative fact: a summary with no negation at all does not state it. A negation inside a
+    # whole source sentence is often a side clause's, so it is checked against the summary
+    # sentence nearest to the question, and only where that sentence has no negation of its own.
+    opening = (words(asked.text) or [""])[0]
+    if opening in NEGATIONS and not any(s.negated_keys for s in summary):
+        return f"the question is a negative fact ('{opening} ...') and the summary denies nothing"
+    nearest = max(summary, key=lambda s: len(asked.keys & s.keys))
+    if asked.negated_keys and not nearest.negated_keys:
+        stated = [t.surface for t in asked.terms if t.key in asked.negated_keys & nearest.keys]
+        if stated:
+            return (
+                f"the question denies {quote(stated)}, which the summary states: "
+                f"'{shorten(nearest.text)}'"
+            )
+    if nearest.negated_keys and not asked.negated_keys:
+        denied = [t.surface for t in asked.terms if t.key in nearest.negated_keys]
+        if denied:
+            return f"the summary denies {quote(denied)}: '{shorten(nearest.text)}'"
+    return None
 
 
 def explain(payload: ReasonInput) -> str:
