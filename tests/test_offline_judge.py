@@ -579,6 +579,14 @@ def test_questions_read_as_questions_with_names_kept_capitalised() -> None:
     assert "Does the text say that public transport fares will not rise" in " ".join(
         titled.questions
     )
+    # A stop word before a name is no title: "The Italian coast guard" reads "the Italian ...".
+    coast = score(
+        "The Italian coast guard rescued 300 migrants on Sunday. Rescuers said the Italian "
+        "navy helped.",
+        "The coast guard rescued migrants.",
+    ).preprocess_step_result
+    assert coast is not None
+    assert coast.questions[0].startswith("Does the text say that the Italian coast guard")
 
 
 def test_a_negative_fact_is_not_answered_by_a_summary_that_shares_two_of_its_words() -> None:
@@ -623,3 +631,15 @@ def test_a_summary_that_denies_what_the_question_states_does_not_answer_it() -> 
 
     assert denied["about 3,500"][0] is False
     assert denied["about 3,500"][1].startswith("the summary denies 'watched'")
+
+
+def test_a_summary_without_content_words_is_judged_not_raised_on_at_any_answer_recall() -> None:
+    """With ``answer_recall=0`` a summary of no content word reaches the fact checks, which
+    must not look for its nearest sentence among none."""
+    judge = OfflineJudge(OfflineSettings(answer_recall=0.0))
+    plain = "The match ended in a draw after a long evening. Both teams played well in the rain."
+    result = create_summarization_scorer(judge).run_sync(input=plain, output="!!! ???")
+
+    assert result.status == "scored"
+    assert result.analyze_step_result is not None
+    assert len(result.analyze_step_result.coverage) == 2

@@ -17,11 +17,12 @@ system finds them, never a path relative to this file.
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 # For @hydra.main(config_path=...): the configs wherever the package is installed.
 CONFIG_PATH = "pkg://summeval_runner._configs"
@@ -67,6 +68,27 @@ def if_bundled(path: str, bundled: Any, otherwise: Any) -> Any:
     except (OSError, RuntimeError):
         shipped = False
     return bundled if shipped else otherwise
+
+
+@functools.cache
+def default_choices() -> dict[str, str]:
+    """summeval-run's config groups and the option its primary config picks for each, read
+    from that config's defaults list (``dataset: sample``, ``model: offline``, ...).
+
+    >>> default_choices()["model"]
+    'offline'
+    """
+    text = resources.files(CONFIG_PATH.removeprefix("pkg://")).joinpath(f"{CONFIG_NAME}.yaml")
+    config = OmegaConf.create(text.read_text(encoding="utf-8"))
+    assert isinstance(config, DictConfig)
+    defaults = config.get("defaults", [])
+    return {
+        str(group): str(option)
+        for entry in defaults
+        if isinstance(entry, DictConfig)
+        for group, option in entry.items()
+        if " " not in str(group) and "/" not in str(group)  # not "override hydra/help"
+    }
 
 
 # Registered on import, not in main(): a launcher's worker process (joblib, Ray, Submitit)

@@ -19,6 +19,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import MISSING, OmegaConf
 
+from summeval_runner._cli._bundled import default_choices
 from summeval_runner._cli._rundir import keep_hydra_files
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy
@@ -286,22 +287,15 @@ def _fitted(parts: Sequence[str]) -> str:
     return ",".join(kept) + tail
 
 
-# summeval-run's config groups and the option each takes by default (configs/config.yaml).
-DEFAULT_CHOICES = {
-    "dataset": "sample",
-    "target": "lead_k",
-    "model": "offline",
-    "scorer": "default",
-    "runner": "default",
-}
 # How a dataset file is read, not which file: a run's label leaves them out (its dataset hash,
 # which the comparison checks, still tells two readings apart).
 _READING = ("dataset.fields", "dataset.format", "dataset.ignore_outputs")
+_SHORTENED = re.compile(rf"~[0-9a-f]{{{_HASH}}}$")
 
 
 def readable_label(overrides: Sequence[str]) -> str:
     """A single run's label in a person's words, from what its command line changes: the
-    dataset file's stem, the target (``llm_summarizer/small-model``), the judge
+    dataset option's name or its file's stem, the target (``llm_summarizer/small-model``), the judge
     (``openai/gpt-4.1``), then any other
     setting as ``key=value``; options picked as they are by default and settings that say how
     the file is read are left out. Redacted and cut as ``label_name``; ``""`` for none.
@@ -311,6 +305,12 @@ def readable_label(overrides: Sequence[str]) -> str:
     'mine,precomputed,openai/gpt-4.1'
     >>> readable_label(["model=offline", "target.k=1", "dataset.limit=5"])
     'dataset.limit=5,target.k=1'
+    >>> readable_label(["dataset=news", "target=my_agent"])
+    'news,my_agent'
+    >>> readable_label(["dataset.path=~/data/mine.csv"])
+    'mine'
+    >>> readable_label(["dataset.path=/data/benchmarks/news/2026/november/articles-cleaned.jsonl"])
+    'articles-cleaned'
     """
     dataset: list[str] = []
     target: list[str] = []
@@ -320,10 +320,13 @@ def readable_label(overrides: Sequence[str]) -> str:
         key, _, value = part.partition("=")
         key = key.lstrip("+")
         bare = value.strip("'\"")
-        if key.startswith(_READING) or DEFAULT_CHOICES.get(key) == bare:
+        if key.startswith(_READING) or default_choices().get(key) == bare:
             continue
-        if key == "dataset.path":
-            dataset.append(Path(bare.partition("~")[0]).stem or bare)
+        if key == "dataset":  # an option of one's own (--config-dir): its name
+            dataset.insert(0, bare)
+        elif key == "dataset.path":
+            # A long path is shortened to its end and a hash (short_value): the file's stem.
+            dataset.append(Path(_SHORTENED.sub("", bare)).stem or bare)
         elif key in ("target", "target.name"):
             target.insert(0 if key == "target" else len(target), bare)
         elif key in ("model", "model.name"):

@@ -445,7 +445,10 @@ def _as_question(sentence: str, names: frozenset[str] = frozenset()) -> str:
         bare = word.group(0)
         acronym = bare == "I" or (len(bare) > 1 and bare.isupper())
         following = _FIRST_WORD.match(rest)
-        titled = following is not None and following.group(0) in names  # "Mayor Anna ..."
+        # "Mayor Anna ...", but not "The Italian coast guard": a stop word is no title.
+        titled = (
+            following is not None and following.group(0) in names and bare.lower() not in STOP_WORDS
+        )
         if bare not in names and not acronym and not titled:
             statement = f"{first[0].lower()}{first[1:]} {rest}".strip()
     return f"{QUESTION_PREFIX}{statement}?"
@@ -493,7 +496,7 @@ def _fact_disagrees(
         if wanted and terms and not any(t.key in summary_keys for t in terms):
             given = quote([t.surface for t in terms])
             return f"the summary gives none of the question's {kind} ({given})"
-    if not settings.answer_negation:
+    if not settings.answer_negation or not summary:  # no sentence: only answer_recall=0 gets here
         return None
     # A statement that opens with its negation ("Neither side scored", "No one was hurt") is a
     # negative fact: a summary with no negation at all does not state it. A negation inside a

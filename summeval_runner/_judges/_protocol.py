@@ -373,6 +373,16 @@ def judge_price(judge: Judge) -> Price | None:
     return price if isinstance(price, Price) else None
 
 
+def agent_pricing(target: object) -> Literal["priced", "unset", "none"]:
+    """How an agent's calls are costed where it reports no cost of its own: ``priced`` (its
+    ``price`` is a ``Price``: the lead-k baseline's is free), ``unset`` (a price setting left
+    unset, the LLM summarizer's ``target.price``: not known), ``none`` (no price setting at all,
+    a Python agent of one's own: $0, counted as unreported; a budget in dollars still stops)."""
+    if not hasattr(target, "price"):
+        return "none"
+    return "priced" if isinstance(target.price, Price) else "unset"
+
+
 def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema of a step output in the form strict structured outputs require.
 

@@ -22,7 +22,7 @@ from summeval_runner._io._datasets import Item
 from summeval_runner._io._noise import NoiseTally
 from summeval_runner._io._rows import ItemRecord
 from summeval_runner._judges._panel import JudgePanel
-from summeval_runner._judges._protocol import Price, TokenUsage
+from summeval_runner._judges._protocol import Price, TokenUsage, agent_pricing
 from summeval_runner._runner._batches import IdleWatch
 from summeval_runner._runner._item_time import ITEM_TIME, ItemTime
 from summeval_runner._runner._items import shown
@@ -142,9 +142,10 @@ class Batch:
         self.spend = spend
         # Counts each agent call's tokens and cost into the run's traffic (and journal).
         self.count = count
-        # A target with a price that reports no call of its own (the lead-k baseline's free
-        # one) costs nothing; a target that neither reports nor has one costs what is unknown.
+        # What a call the target reports no cost for costs (agent_pricing): at its price (the
+        # lead-k baseline's is free), not known (a price setting left unset), or $0 unreported.
         self._target_price = getattr(target, "price", None)
+        self._target_pricing = agent_pricing(target)
         # The budget (max_cost, max_tokens) stopped the run: no further item starts, those in
         # flight finish what they can, and the run ends interrupted.
         self.budget_stop: BudgetExhaustedError | None = None
@@ -508,19 +509,17 @@ class Batch:
                 "target_input_tokens": usage.input_tokens - progress.target_cached_input_tokens,
                 "target_output_tokens": usage.output_tokens - progress.target_cached_output_tokens,
             }
-        elif isinstance(self._target_price, Price):
+        elif self._target_pricing == "priced":
             usage, cost = TokenUsage(), 0.0
-        elif not hasattr(self.target, "price"):
-            counts |= {"target_unreported": 1, "target_cost": 0.0}
-            if self.count is not None:
-                self.count(counts)
-            return TokenUsage(), 0.0, False
+        elif self._target_pricing == "none":
+            usage, cost = TokenUsage(), 0.0
+            counts |= {"target_unreported": 1}
         else:
             usage, cost = None, None
         counts |= {"target_cost_unknown": 1} if cost is None else {"target_cost": cost}
         if self.count is not None:
             self.count(counts)
-        return usage, cost, True
+        return usage, cost, "target_unreported" not in counts
 
     async def _working(self, scorer: Any, input: Any, output: Any) -> Any:
         # The scorer's coroutine is made here, not by the caller: a task cancelled before its

@@ -31,6 +31,7 @@ from summeval_runner._judges._protocol import (
     PreprocessInput,
     Price,
     TokenUsage,
+    agent_pricing,
     judge_name,
     judge_price,
 )
@@ -344,9 +345,7 @@ async def estimate_evals(
                     estimate.target_input_tokens += usage.input_tokens
                     estimate.target_output_tokens += usage.output_tokens
                     estimate.target_cost = add_costs((estimate.target_cost, cost))
-                elif hasattr(target, "price") and not isinstance(target.price, Price):
-                    # A price setting left unset; an agent with none is counted at $0, as
-                    # the run counts it (an agent of one's own that reports no usage).
+                elif agent_pricing(target) == "unset":
                     estimate.target_cost = None
             for each in trial_scorers:
                 result = await each.run(input=item.input, output=output)

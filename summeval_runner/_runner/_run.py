@@ -33,7 +33,7 @@ from summeval_runner._io._manifest import (
     TokenTotals,
 )
 from summeval_runner._judges._panel import judges_of
-from summeval_runner._judges._protocol import Price, judge_price
+from summeval_runner._judges._protocol import agent_pricing, judge_price
 from summeval_runner._runner._batch import Batch, Hook
 from summeval_runner._runner._items import prepare, shard_rule
 from summeval_runner._runner._judge_stack import JudgeStack
@@ -518,7 +518,7 @@ def _unpriced(scorers: Sequence[Scorer], target: Any) -> dict[str, float]:
     counts: dict[str, float] = {}
     if any(judge_price(judge) is None for judge in _judges(scorers)):
         counts["judge_unpriced"] = 1
-    if target is not None and hasattr(target, "price") and not isinstance(target.price, Price):
+    if target is not None and agent_pricing(target) == "unset":
         counts["target_unpriced"] = 1
     return counts
 
@@ -536,7 +536,7 @@ def _check_budget(opts: RunOptions, scorers: Sequence[Scorer], target: Any) -> N
                 "million tokens (model.price={input: ..., output: ...}), or cap tokens with "
                 "max_tokens instead"
             )
-    if target is not None and hasattr(target, "price") and not isinstance(target.price, Price):
+    if target is not None and agent_pricing(target) == "unset":
         raise ConfigError(
             f"max_cost ({opts.max_cost:g} USD) needs the agent's price too, and it has none: "
             "give target.price={input: ..., output: ...} (US dollars per million tokens)"
