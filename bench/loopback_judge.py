@@ -1,14 +1,22 @@
 """A loopback OpenAI-compatible judge for benchmarks: fixed latency, realistic replies, counts.
 
 Runs in its own process (so that its CPU is not the runner's) on asyncio, with HTTP/1.1
-keep-alive: ``python bench/loopback_judge.py --latency 0.2 [--rpm R]`` prints its port on the
-first line of stdout, then serves until stdin closes. ``GET /stats`` returns what it counted:
-TCP connections opened, requests, 429s sent, prompt and completion tokens.
+keep-alive: ``python bench/loopback_judge.py [--port P] [--latency 0.2] [--rpm R]`` prints its
+port on the first line of stdout (and its address on stderr), then serves until Ctrl-C or
+SIGTERM; a bench that starts it passes ``--until-stdin-closes`` so that it also stops when its
+parent closes the pipe (or dies). ``GET /stats`` returns what it counted: TCP connections
+opened, requests, 429s sent, prompt and completion tokens.
+
+No key and no network: ``summeval-run model=openai model.name=loopback
+model.base_url=http://127.0.0.1:P/v1 model.api_key_env=null`` judges with it (docs/judges.md).
 
 Replies are what a careful judge would write for the request, sized like a real model's: one
 claim per summary sentence with a one-line reason, the questions asked for, a verdict with a
-reason for each question, a two-sentence explanation. Token counts are estimated as a real
-tokenizer counts English text and JSON, at four bytes a token, for prompt and reply alike.
+reason for each question, a two-sentence explanation. With ``--sampling`` (``reply_for(body,
+sampling=True)``) it answers as a sampling model whose seed varies by trial: one question in
+ten, drawn from the request's ``seed`` and the question, gets the other verdict. Token counts
+are estimated as a real tokenizer counts English text and JSON, at four bytes a token, for
+prompt and reply alike.
 
 With ``--rpm R`` the server limits requests as providers do: a token bucket refilled at R a
 minute, holding at most one second's worth, so a client faster than R gets 429s with
@@ -25,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -91,8 +101,15 @@ def _step(body: dict[str, Any]) -> str:
     return "claims" if "atomic claims" in system else "reason"
 
 
-def reply_for(body: dict[str, Any]) -> dict[str, Any]:
-    """The judge's reply for the request's step, as a careful model would size it."""
+def _drawn(seed: object, question: str) -> bool:
+    """One question in ten, by the request's seed: the verdicts a sampling model changes."""
+    digest = hashlib.sha256(f"{seed}\0{question}".encode()).digest()
+    return digest[0] % 10 == 0
+
+
+def reply_for(body: dict[str, Any], sampling: bool = False) -> dict[str, Any]:
+    """The judge's reply for the request's step, as a careful model would size it; with
+    ``sampling``, one verdict in ten follows the request's seed (each trial's own)."""
     user = str(body["messages"][-1]["content"])
     step = _step(body)
     if step in ("preprocess", "claims"):
@@ -127,14 +144,18 @@ def reply_for(body: dict[str, Any]) -> dict[str, Any]:
             for line in user.split("QUESTIONS:\n", 1)[1].splitlines()
             if ". " in line
         ]
+        answered = [
+            (i % 3 != 2) != (sampling and _drawn(body.get("seed"), question))
+            for i, question in enumerate(questions)
+        ]
         return {
             "coverage": [
                 {
-                    "answered": i % 3 != 2,
-                    "reason": f"The summary {'states' if i % 3 != 2 else 'omits'} that "
+                    "answered": yes,
+                    "reason": f"The summary {'states' if yes else 'omits'} that "
                     f"{' '.join(question.split()[4:9])}",
                 }
-                for i, question in enumerate(questions)
+                for yes, question in zip(answered, questions, strict=True)
             ]
         }
     return {
@@ -205,9 +226,11 @@ class Server:
         rpm: float | None,
         tpm: float | None = None,
         record: BinaryIO | None = None,
+        sampling: bool = False,
     ) -> None:
         self.latency_s = latency_s
         self.record = record
+        self.sampling = sampling
         self.bucket = Bucket(rpm) if rpm else None
         self.tokens = TokenBucket(tpm) if tpm else None
         self.stats = Stats()
@@ -256,7 +279,7 @@ class Server:
         if self.record is not None:
             self.record.write(raw.replace(b"\n", b"") + b"\n")
         body = json.loads(raw)
-        content = json.dumps(reply_for(body))
+        content = json.dumps(reply_for(body, self.sampling))
         result = completion(body, content)
         extra = ""
         if self.tokens is not None:
@@ -279,31 +302,53 @@ class Server:
         return "200 OK", result, extra
 
 
-async def serve(
-    latency_s: float, rpm: float | None, tpm: float | None, record: BinaryIO | None
-) -> None:
-    server = Server(latency_s, rpm, tpm, record)
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, backlog=1024)
+async def serve(args: argparse.Namespace, record: BinaryIO | None) -> None:
+    server = Server(args.latency, args.rpm, args.tpm, record, args.sampling)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", args.port, backlog=1024)
     port = listener.sockets[0].getsockname()[1]
     print(port, flush=True)
+    print(
+        f"loopback judge: an OpenAI-compatible chat API on http://127.0.0.1:{port}/v1 "
+        "(any model name, no key); Ctrl-C stops it",
+        file=sys.stderr,
+        flush=True,
+    )
     loop = asyncio.get_running_loop()
-    # Serve until the parent closes our stdin (or dies).
-    await loop.run_in_executor(None, sys.stdin.read)
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    waits = [asyncio.ensure_future(stop.wait())]
+    if args.until_stdin_closes:
+        # A bench's child: stop too when the parent closes our stdin (or dies).
+        waits.append(asyncio.ensure_future(loop.run_in_executor(None, sys.stdin.read)))
+    _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for waiting in pending:
+        waiting.cancel()
     listener.close()
+    print(f"loopback judge: stopped after {server.stats.requests} requests", file=sys.stderr)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per reply")
     parser.add_argument("--rpm", type=float, default=None, help="429 beyond this many a minute")
     parser.add_argument("--tpm", type=float, default=None, help="429 beyond these tokens a minute")
     parser.add_argument("--record", type=Path, default=None, help="append each request body here")
+    parser.add_argument(
+        "--sampling", action="store_true", help="one verdict in ten varies with the seed"
+    )
+    parser.add_argument(
+        "--until-stdin-closes",
+        action="store_true",
+        help="also stop when stdin closes (for a bench that starts it)",
+    )
     args = parser.parse_args()
     if args.record is None:
-        asyncio.run(serve(args.latency, args.rpm, args.tpm, None))
+        asyncio.run(serve(args, None))
         return
     with args.record.open("ab") as record:
-        asyncio.run(serve(args.latency, args.rpm, args.tpm, record))
+        asyncio.run(serve(args, record))
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ class LoopbackJudge:
         record: Path | None = None,
     ) -> None:
         command = [sys.executable, str(ROOT / "bench" / "loopback_judge.py")]
+        command += ["--until-stdin-closes"]  # it stops when this process closes the pipe
         command += ["--latency", str(latency_s)] + (["--rpm", str(rpm)] if rpm else [])
         command += ["--tpm", str(tpm)] if tpm else []
         command += ["--record", str(record)] if record else []
