@@ -32,6 +32,7 @@ import yaml
 from tests import chat_server as chat_server_module
 from tests.app import ROOT
 from tests.chat_server import ChatServer, Fault
+from tests.docs_pages import block
 
 PAGE = ROOT / "docs" / "guides" / "nightly-ci.md"
 # Put together here, so that the checkout's copy of this file does not hold it.
@@ -487,6 +488,10 @@ def test_a_night_judged_lower_than_the_last_fails_the_gate_on_its_dimensions(
     assert gate.returncode == 1, gate.output[-3000:]
     assert "regression: nightly" in gate.output
     assert "below threshold: nightly" in gate.output
+    # The page shows these lines as this test prints them, tonight's run id as it was then.
+    printed = gate.output.replace(tonight(night), "2026-12-03T20-01-55Z-7002-1").splitlines()
+    shown = block("text", "alignment dropped by 0.500 against the baseline").splitlines()
+    assert [line for line in shown if line not in printed] == []
     assert "### summeval-compare: **the gate failed**" in gate.summary
     assert re.search(r"^\| score \| nightly \(.*\) \| 8 \| 0\.000 \|", gate.summary, re.M)
     assert night.junit is not None

@@ -51,6 +51,19 @@ def test_the_own_data_walk_runs_as_written_and_prints_what_the_page_shows(
     ).fetchall()
     assert paired == [(5, 2)]
 
+    # The page's error for the same file without dataset.fields.input, as it shows it.
+    refused = subprocess.run(
+        ["summeval-run", "dataset.path=news.csv", "target=precomputed"],
+        cwd=tmp_path,
+        env={**os.environ, **ENV, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2
+    error = block("text", "no field 'input' (dataset.fields.input)")
+    assert refused.stderr.replace(f"{tmp_path}{os.sep}", "") == error
+
 
 def test_blank_summaries_fail_a_drop_gate_they_used_to_pass(tmp_path: Path) -> None:
     """Issue 42: with the blanks left out, a version that returned nothing for its hardest

@@ -25,7 +25,10 @@ import json
 import os
 import re
 import shlex
+import signal
+import subprocess
 import sys
+import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,7 +41,7 @@ from summeval_runner._cli import _agree, _app, _cache_command, _compare_command,
 from tests import chat_server as chat_server_module
 from tests.app import ROOT, SAMPLE, SAMPLE_ITEMS, Completed, run_command, run_process
 from tests.chat_server import ChatServer
-from tests.docs_pages import PAGES, block, page_blocks
+from tests.docs_pages import BLOCK, PAGES, block, page_blocks
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "summeval-run": _app.run,
@@ -107,6 +110,28 @@ def shape(text: str) -> list[str]:
         line = re.sub(r"human ratings in \S+", "human ratings in PATH", line)
         lines.append(re.sub(r"\d+(?:\.\d+)?", "N", line))
     return lines
+
+
+def lines_of(text: str) -> list[str]:
+    """A printed text's lines, the seconds a run took made alike."""
+    return [re.sub(r"\bin \d+\.\d s$", "in N s", line.rstrip()) for line in text.splitlines()]
+
+
+def as_printed(done: Completed, cwd: Path, quick: str = "") -> list[str]:
+    """What a command printed (stdout, then stderr, log records left out), as the page shows
+    it: paths relative to the folder it ran in, the suite's own options taken out."""
+    printed = "".join(
+        line
+        for line in (done.stdout + done.stderr).splitlines(keepends=True)
+        if not re.match(r"\[\d{4}-\d\d-\d\d [\d:,]+\]\[", line)
+    )
+    return lines_of(printed.replace(f"{cwd}{os.sep}", "").replace(quick, ""))
+
+
+def shown_in(shown: list[str], printed: list[str]) -> bool:
+    """Each line the page shows is printed, in that order; "..." stands for lines left out."""
+    lines = iter(printed)
+    return all(line == "..." or line in lines for line in shown)
 
 
 # --- the first run ----------------------------------------------------------------------------
@@ -445,8 +470,9 @@ def test_the_nights_commands_estimate_stop_at_the_budget_and_resume(
     (``runner.batch_poll_s``, here 0.02, and ``runner.progress=false``)."""
     lines = command_lines(block("bash", "runner.mode=batch runner.trials=3 runner.estimate=true"))
     quick = " runner.batch_poll_s=0.02 runner.progress=false"
-    # Replies sized as a careful model's, as bench/loopback_judge.py writes them (the README's
-    # figures were measured so): the test server's own replies are too short to meet the budget.
+    # Replies sized as a careful model's, and one verdict in ten following each trial's seed,
+    # as bench/loopback_judge.py writes them with --sampling (the page's figures were measured
+    # so): the test server's own replies are too short to meet the budget.
     spec = importlib.util.spec_from_file_location(
         "loopback_judge", ROOT / "bench" / "loopback_judge.py"
     )
@@ -454,16 +480,67 @@ def test_the_nights_commands_estimate_stop_at_the_budget_and_resume(
     assert spec.loader is not None
     judge = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(judge)
-    monkeypatch.setattr(chat_server_module, "valid_content", lambda body, *_: judge.reply_for(body))
+    monkeypatch.setattr(
+        chat_server_module, "valid_content", lambda body, *_: judge.reply_for(body, sampling=True)
+    )
 
     done = [run_line(line + quick, tmp_path, served(chat_server)) for line in lines]
 
     assert [completed.returncode for completed in done] == [0, 4, 0], done[1].stderr
-    estimate = block("text", "estimate for 26 items x 3 trials")
-    assert shape(done[0].stdout) == shape(estimate)
-    assert "stopped: the budget max_cost (0.01 USD)" in done[1].stderr
-    assert shape(done[2].stdout)[:2] == shape(block("text", "in 6.9 s"))[:2]
-    assert "judge noise over 3 trials" in done[2].stdout
+    estimate, stopped, resumed = (
+        block("text", "estimate for 26 items x 3 trials"),
+        block("text", "the budget max_cost (0.01 USD) would be passed"),
+        block("text", "judge noise over 3 trials"),
+    )
+    # Every figure as the page shows it, but the seconds taken; the page's option
+    # runner.batch_poll_s=1 where the suite polls every 0.02 s.
+    assert as_printed(done[0], tmp_path) == lines_of(estimate)
+    assert shown_in(lines_of(stopped), as_printed(done[1], tmp_path, quick=quick))
+    assert as_printed(done[2], tmp_path) == lines_of(resumed)
+    # "the two parts sent 234 requests in 6 batches, none twice"
+    assert len(chat_server.batch_lines) == len(set(chat_server.batch_lines)) == 234
+    assert len(chat_server.batches) == 6
+    assert "234 requests in 6 batches, none twice" in PAGES["docs/guides/nightly-runs.md"]
+
+
+def test_the_loopback_judge_serves_a_run_with_no_key_and_no_network(tmp_path: Path) -> None:
+    """The two lines as written, but on a free port: the judge started with no stdin to hold
+    open (as from a terminal, then closed), the run with no OPENAI_* variable set."""
+    serve, run = command_lines(block("bash", "python bench/loopback_judge.py --port 8000"))
+    python, script, *options = shlex.split(serve.replace("--port 8000", "--port 0"), comments=True)
+    assert python == "python"
+    with subprocess.Popen(
+        [sys.executable, script, *options],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as server:
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline())
+            done = run_line(run.replace("127.0.0.1:8000", f"127.0.0.1:{port}"), tmp_path)
+            assert server.poll() is None  # still serving, its stdin closed from the start
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/stats", timeout=10) as got:
+                stats = json.loads(got.read())
+        finally:
+            server.send_signal(signal.SIGINT)  # Ctrl-C
+            stopped = server.wait(timeout=30)
+        assert server.stderr is not None
+        said = server.stderr.read()
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("5 items: 5 scored"), done.stdout
+    assert "cost: $0.0000 (judge $0.0000, agent $0.0000); judge tokens" in done.stdout
+    tokens_in = re.search(r"judge tokens ([\d,]+) in", done.stdout)
+    assert tokens_in is not None
+    assert int(tokens_in[1].replace(",", "")) == stats["prompt_tokens"] > 0
+    assert stats["requests"] == 15  # 5 items, 3 calls each
+    assert stopped == 0
+    shown = "loopback judge: an OpenAI-compatible chat API on http://127.0.0.1:8000/v1"
+    assert shown.replace("8000", str(port)) in said
+    assert "stopped after 15 requests" in said
 
 
 # --- the list is whole ------------------------------------------------------------------------
@@ -491,6 +568,9 @@ RUN_HERE = {
     'DatasetFile("news.jsonl"': "test_the_dataset_file_example_runs",
     "report_target_usage(\n": "test_the_agent_usage_example_reports_what_its_calls_cost",
     "summeval-cache info": "test_the_cache_commands_run",
+    "python bench/loopback_judge.py --port 8000": (
+        "test_the_loopback_judge_serves_a_run_with_no_key_and_no_network"
+    ),
     "runner.resume=outputs/2026-11-30/15-02-11": (
         "test_the_resume_command_finishes_a_run_stopped_at_its_budget"
     ),
@@ -525,7 +605,7 @@ RUN_HERE = {
 }
 NOT_RUN = {
     "hydra/launcher=slurm": "a SLURM cluster",
-    "model.base_url=http://127.0.0.1:8000/v1": "a model server on port 8000",
+    "model.name=judge model.base_url=http://127.0.0.1:8000/v1": "a model server on port 8000",
     "pytest -m slow": "builds llama.cpp (15 minutes) and runs a real model",
     "python bench/throughput.py": "benchmarks of minutes, figures not checks",
     # tests/test_azure_judge.py runs the same options against the suite's loopback server.
@@ -570,5 +650,76 @@ def test_every_runnable_block_is_run_somewhere() -> None:
         if where.startswith("tests/"):
             source = (ROOT / where.split("::")[0]).read_text(encoding="utf-8")
             assert test.endswith(".py") or f"def {test}(" in source, where
+        else:
+            assert callable(globals().get(test)), where
+
+
+# Each output block (``text``) is printed, line for line, by the test named (figures and all;
+# only the seconds a run took and the paths of the folder it ran in are made alike), or its
+# page says, in the sentence that leads to it, that it is illustrative or a recorded measurement
+# (the command, machine and date it was made with, which the suite does not re-run), or it is a
+# drawing, not an output.
+OUTPUT_CHECKED = {
+    "results: /path/to/summeval_runner/outputs/2026-11-30/15-02-11.": (
+        "test_the_first_run_prints_what_the_readme_shows"
+    ),
+    "reason:    Score 0.33 of 1": (
+        "tests/test_readme.py::test_the_offline_example_prints_what_the_readme_shows"
+    ),
+    "target.k=1 completed": "test_the_comparison_commands_run_as_shown",
+    "merged 4 of 4 shards": "test_the_shard_commands_run_under_joblib_and_merge",
+    "estimate for 26 items x 3 trials": (
+        "test_the_nights_commands_estimate_stop_at_the_budget_and_resume"
+    ),
+    "the budget max_cost (0.01 USD) would be passed": (
+        "test_the_nights_commands_estimate_stop_at_the_budget_and_resume"
+    ),
+    "judge noise over 3 trials": "test_the_nights_commands_estimate_stop_at_the_budget_and_resume",
+    "alignment dropped by 0.500 against the baseline": (
+        "tests/test_ci_workflow.py::"
+        "test_a_night_judged_lower_than_the_last_fails_the_gate_on_its_dimensions"
+    ),
+    "2 blank summaries (scored 0)": (
+        "tests/test_own_data.py::"
+        "test_the_own_data_walk_runs_as_written_and_prints_what_the_page_shows"
+    ),
+    "no field 'input' (dataset.fields.input)": (
+        "tests/test_own_data.py::"
+        "test_the_own_data_walk_runs_as_written_and_prints_what_the_page_shows"
+    ),
+}
+DRAWINGS = {
+    "_cli       summeval-run and summeval-agree": "the layers (tests/test_public_api.py)",
+    "├── target.k=1/": "a sweep's directory",
+    "├── runner.shard=0_4/": "a sharded sweep's directory",
+    "├── ConfigError": "the exception tree",
+    "...the summary, neutralised...": "how a text is fenced",
+}
+MARKS = ("illustrative", "recorded")
+
+
+def test_every_output_block_is_checked_or_marked() -> None:
+    unclaimed = []
+    for page, text in PAGES.items():
+        end = 0
+        for found in BLOCK.finditer(text):
+            lead = text[end : found.start()].strip().split("\n\n")[-1].lower()
+            end = found.end()
+            language, body = found.group(1), found.group(2)
+            if language != "text":
+                continue
+            checked = [phrase for phrase in OUTPUT_CHECKED if phrase in body]
+            drawn = [phrase for phrase in DRAWINGS if phrase in body]
+            marked = [word for word in MARKS if word in lead]
+            assert len(checked) + len(drawn) <= 1, (page, checked, drawn, body)
+            if bool(checked or drawn) == bool(marked):
+                unclaimed.append(f"{page}: {checked or drawn or marked or 'nothing'}:\n{body}")
+    # Each is either checked by a test (OUTPUT_CHECKED) or a drawing (DRAWINGS), or the
+    # sentence before it says that it is illustrative or recorded; never two of these.
+    assert unclaimed == []
+    for where in OUTPUT_CHECKED.values():
+        file, _, test = where.rpartition("::")
+        if file:
+            assert f"def {test}(" in (ROOT / file).read_text(encoding="utf-8"), where
         else:
             assert callable(globals().get(test)), where
