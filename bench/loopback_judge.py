@@ -94,8 +94,10 @@ def _step(body: dict[str, Any]) -> str:
     if name:
         return name.removeprefix("summarization_")
     system = str(body["messages"][0]["content"])
-    if "QUESTIONS" in system:
+    if "QUESTIONS" in system or "KEY FACTS" in system:
         return "analyze"
+    if "Task 2, key facts" in system:
+        return "key_facts"
     if "Task 1, claims" in system:
         return "preprocess"
     return "claims" if "atomic claims" in system else "reason"
@@ -112,11 +114,11 @@ def reply_for(body: dict[str, Any], sampling: bool = False) -> dict[str, Any]:
     ``sampling``, one verdict in ten follows the request's seed (each trial's own)."""
     user = str(body["messages"][-1]["content"])
     step = _step(body)
-    if step in ("preprocess", "claims"):
+    if step in ("preprocess", "claims", "key_facts"):
         summary = (fenced(user, "summary") or "").strip()
         source = (fenced(user, "source") or "").strip()
         sentences = [s for s in _SENTENCE.split(source) if s.strip()]
-        wanted = re.search(r"at most (\d+) questions", user)
+        wanted = re.search(r"at most (\d+) (?:questions|key facts)", user)
         # A claims-only call (the source's questions are shared) asks for none.
         facts = sentences[: int(wanted[1])] if wanted else []
         claims = [s for s in _SENTENCE.split(summary) if s.strip()]
@@ -132,6 +134,10 @@ def reply_for(body: dict[str, Any], sampling: bool = False) -> dict[str, Any]:
                 for i, claim in enumerate(claims)
             ]
         }
+        if step == "key_facts":
+            reference = (fenced(user, "reference") or "").strip()
+            facts = [s for s in _SENTENCE.split(reference) if s.strip()]
+            reply["key_facts"] = facts[: int(wanted[1])] if wanted else facts
         if step == "preprocess":
             # At most 12 words, as the prompt asks.
             reply["questions"] = [
@@ -139,10 +145,9 @@ def reply_for(body: dict[str, Any], sampling: bool = False) -> dict[str, Any]:
             ]
         return reply
     if step == "analyze":
+        label = "QUESTIONS:\n" if "QUESTIONS:\n" in user else "KEY FACTS:\n"
         questions = [
-            line.split(". ", 1)[1]
-            for line in user.split("QUESTIONS:\n", 1)[1].splitlines()
-            if ". " in line
+            line.split(". ", 1)[1] for line in user.split(label, 1)[1].splitlines() if ". " in line
         ]
         answered = [
             (i % 3 != 2) != (sampling and _drawn(body.get("seed"), question))

@@ -231,12 +231,23 @@ def step_of(body: dict[str, Any]) -> str:
     if name:
         return str(name).removeprefix("summarization_")
     system = str(body["messages"][0]["content"])
-    if "QUESTIONS" in system:
+    if "QUESTIONS" in system or "KEY FACTS" in system:
         return "analyze"
+    if "Task 2, key facts" in system:
+        return "key_facts"
     if "Task 1, claims" in system:
         return "preprocess"
     # The preprocess call of an item whose source's questions are shared: claims only.
     return "claims" if "atomic claims" in system else "reason"
+
+
+def asked_in(user: str) -> list[str]:
+    """The questions (or key facts) an analyze request's user message numbers, in order."""
+    for label, name in (("QUESTIONS", "questions"), ("KEY FACTS", "key_facts")):
+        if f"{label}:\n" in user:
+            numbered = fenced(user.split(f"{label}:\n", 1)[1], name) or ""
+            return [line.split(". ", 1)[1] for line in numbered.splitlines()]
+    raise ValueError("an analyze request with no QUESTIONS or KEY FACTS")
 
 
 def valid_content(body: dict[str, Any], questions_follow_summary: bool = False) -> dict[str, Any]:
@@ -258,10 +269,14 @@ def valid_content(body: dict[str, Any], questions_follow_summary: bool = False) 
         return {"alignment": claims, "questions": questions}
     if step == "claims":
         return {"alignment": claims}
+    if step == "key_facts":
+        # A reference summary's key facts: its sentences, as a judge would split them.
+        user = str(body["messages"][-1]["content"])
+        reference = fenced(user, "reference") or ""
+        facts = [f.strip() for f in re.split(r"(?<=[.!?])\s+", reference) if f.strip()]
+        return {"alignment": claims, "key_facts": facts}
     if step == "analyze":
-        user = str(body["messages"][1]["content"])
-        numbered = fenced(user.split("QUESTIONS:\n", 1)[1], "questions") or ""
-        questions = [line.split(". ", 1)[1] for line in numbered.splitlines()]
+        questions = asked_in(str(body["messages"][1]["content"]))
         return {
             "coverage": [
                 {"question": q, "answered": index == 0, "reason": "checked"}

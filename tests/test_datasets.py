@@ -226,7 +226,8 @@ def test_a_generator_is_checked_as_it_is_drawn() -> None:
 
 def test_only_what_the_scorer_reads_is_checked() -> None:
     """A source given another way leaves the input to the user's extractor; a target computes
-    the outputs; ground truth and metadata are never read as text."""
+    the outputs; metadata is never read as text (ground truth is read as what coverage is
+    measured against: tests/test_coverage_reference.py)."""
     record = {"doc": 7, "text": SOURCE}
     extractor = create_summarization_scorer(
         FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []}),
@@ -235,7 +236,7 @@ def test_only_what_the_scorer_reads_is_checked() -> None:
     by_extractor = run_evals_sync(
         scorers=[extractor],
         data=[
-            {"input": record, "output": SUMMARY, "ground_truth": {"k": 1}, "metadata": {"m": [1]}}
+            {"input": record, "output": SUMMARY, "ground_truth": ["a fact"], "metadata": {"m": [1]}}
         ],
     )
     scorer, _ = scorer_that_counts()

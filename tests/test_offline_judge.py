@@ -180,7 +180,8 @@ def test_it_is_deterministic() -> None:
 
 
 def test_the_analyze_step_sees_only_the_questions_and_the_summary() -> None:
-    assert {f.name for f in dataclasses.fields(AnalyzeInput)} == {"summary", "questions"}
+    # What the questions are (drawn from the source, or the data's key facts), never the source.
+    assert {f.name for f in dataclasses.fields(AnalyzeInput)} == {"summary", "questions", "basis"}
     seen: list[object] = []
 
     class Spy(OfflineJudge):

@@ -568,6 +568,17 @@ RUN_HERE = {
     'DatasetFile("news.jsonl"': "test_the_dataset_file_example_runs",
     "report_target_usage(\n": "test_the_agent_usage_example_reports_what_its_calls_cost",
     "summeval-cache info": "test_the_cache_commands_run",
+    "dataset.fields.key_facts=facts": (
+        "tests/test_coverage_reference.py::test_the_coverage_pages_first_command_runs_as_written"
+    ),
+    "dataset.fields.reference=highlights \\\n    target=precomputed": (
+        "tests/test_coverage_reference.py::"
+        "test_the_coverage_pages_walk_runs_as_written_and_prints_what_the_page_shows"
+    ),
+    'ground_truth={"key_facts"': (
+        "tests/test_coverage_reference.py::"
+        "test_the_coverage_pages_python_example_prints_what_its_comment_says"
+    ),
     "python bench/loopback_judge.py --port 8000": (
         "test_the_loopback_judge_serves_a_run_with_no_key_and_no_network"
     ),
@@ -682,6 +693,10 @@ OUTPUT_CHECKED = {
     "2 blank summaries (scored 0)": (
         "tests/test_own_data.py::"
         "test_the_own_data_walk_runs_as_written_and_prints_what_the_page_shows"
+    ),
+    "│ item_id │": (
+        "tests/test_coverage_reference.py::"
+        "test_the_coverage_pages_walk_runs_as_written_and_prints_what_the_page_shows"
     ),
     "no field 'input' (dataset.fields.input)": (
         "tests/test_own_data.py::"

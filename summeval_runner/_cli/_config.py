@@ -40,7 +40,16 @@ class FieldsConfig:
     # the data's `output` or `summary` field, where it has one. Data that holds summaries is
     # refused with an agent, unless dataset.ignore_outputs=true.
     output: str | None = None
-    # A field of reference summaries, checked to exist; the summarization scorer does not read it.
+    # What coverage is measured against, one of the next four at most (null: questions drawn
+    # from the source). A field of key facts the summary must state: a list of strings, or one
+    # string of lines (a CSV cell).
+    key_facts: str | None = None
+    # A field of closed questions the summary must answer, in the same shapes as key_facts.
+    questions: str | None = None
+    # A field of reference summaries: the judge draws each one's key facts (max_questions).
+    reference: str | None = None
+    # A field of ground truths in the seed's shapes: a string is a reference summary, a list of
+    # strings key facts, a mapping names its kind ({key_facts: [...]}, {questions: [...]}).
     ground_truth: str | None = None
     # Fields carried into the items table as they are (a struct column, metadata.<field> in
     # DuckDB).

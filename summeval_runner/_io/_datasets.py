@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pyarrow.parquet as pq
 
-from summeval_runner._errors import InputError
+from summeval_runner._errors import ConfigError, InputError
 
 Format = Literal["auto", "jsonl", "csv", "parquet"]
 _SUFFIXES: dict[str, Format] = {
@@ -52,6 +52,57 @@ class FieldMap:
     output: str | None = None
     ground_truth: str | None = None
     metadata: tuple[str, ...] = ()
+    # What an item's coverage is measured against (SPEC §1.7): a field of key facts, of
+    # questions (a list of strings, or one string of lines), or of reference summaries. At most
+    # one of these and ground_truth (whose value names its own kind) is named.
+    key_facts: str | None = None
+    questions: str | None = None
+    reference: str | None = None
+
+    def __post_init__(self) -> None:
+        named = [option for option, _ in self._coverage_fields() if option is not None]
+        if len(named) > 1:
+            options = ", ".join(
+                f"dataset.fields.{kind}={column}"
+                for column, kind in self._coverage_fields()
+                if column is not None
+            )
+            raise ConfigError(
+                f"name one field for what coverage is measured against, got {options}: an item "
+                "is measured on key facts, on questions or on a reference summary, not two"
+            )
+
+    def _coverage_fields(self) -> tuple[tuple[str | None, str], ...]:
+        return (
+            (self.key_facts, "key_facts"),
+            (self.questions, "questions"),
+            (self.reference, "reference"),
+            (self.ground_truth, "ground_truth"),
+        )
+
+    def coverage_field(self) -> tuple[str, str, str] | None:
+        """The field that holds an item's coverage reference: (its column, the option that
+        names it, its kind: key_facts, questions, reference or ground_truth); None for none."""
+        return next(
+            (
+                (column, f"dataset.fields.{kind}", kind)
+                for column, kind in self._coverage_fields()
+                if column is not None
+            ),
+            None,
+        )
+
+    def ground_truth_of(self, row: Mapping[str, Any]) -> Any:
+        """A row's ground truth: its coverage field's value, marked with its kind (a
+        ground_truth field's value names its own kind). A row with none in a field named for
+        key facts, questions or a reference is kept as such (``{kind: None}``), so that it is
+        refused, not measured on the source's questions unseen."""
+        named = self.coverage_field()
+        if named is None:
+            return None
+        column, _, kind = named
+        value = row.get(column)
+        return value if kind == "ground_truth" else {kind: value}
 
 
 @dataclass(frozen=True)
@@ -480,7 +531,7 @@ def _located_items(
                 id=ids.assign(raw_id, value, output, where=where, position=number),
                 input=value,
                 output=output,
-                ground_truth=row.get(fields.ground_truth) if fields.ground_truth else None,
+                ground_truth=fields.ground_truth_of(row),
                 metadata={name: row.get(name) for name in fields.metadata},
             ),
         )
@@ -493,8 +544,9 @@ def _located_items(
 def _named_optional_fields(fields: FieldMap) -> dict[str, str]:
     """The optional fields a field map names (field -> the option that names it)."""
     named = dict.fromkeys(fields.metadata, "dataset.fields.metadata")
-    if fields.ground_truth is not None:
-        named[fields.ground_truth] = "dataset.fields.ground_truth"
+    coverage = fields.coverage_field()
+    if coverage is not None:
+        named[coverage[0]] = coverage[1]
     return named
 
 
@@ -513,6 +565,6 @@ def _missing_field(
     remedy = (
         "name the columns to carry into the items table, or dataset.fields.metadata=[] for none"
         if option == "dataset.fields.metadata"
-        else "name the field that holds it, or dataset.fields.ground_truth=null"
+        else f"name the field that holds it, or {option}=null"
     )
     return DatasetError(f"{where}; {remedy}")

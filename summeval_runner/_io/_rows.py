@@ -212,6 +212,7 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
         "judge": result.judge,
         "prompt_version": result.prompt_version,
         "max_questions": result.max_questions,
+        "coverage_basis": result.coverage_basis,
         "scale": result.scale,
         "judge_calls": usage.calls,
         "judge_retries": usage.retries,

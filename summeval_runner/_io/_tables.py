@@ -156,6 +156,13 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                 ),
                 described("prompt_version", pa.string(), "the version of the judge's prompts"),
                 described("max_questions", pa.int32(), "the scorer's max_questions"),
+                described(
+                    "coverage_basis",
+                    pa.string(),
+                    "what coverage was measured on: source_questions (drawn by the judge from "
+                    "the source), key_facts or questions (the item's own, every one asked), "
+                    "reference (key facts the judge drew from the item's reference summary)",
+                ),
                 described("scale", pa.float64(), "the scorer's scale"),
                 described(
                     "judge_calls", pa.int32(), "judge calls for this item (re-asks included)"

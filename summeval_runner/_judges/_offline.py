@@ -165,12 +165,24 @@ def preprocess(
         payload.summary, fine=settings.fine_claims, min_terms=settings.min_claim_terms
     )
     claims = [a for a in (read(c) for c in pieces) if a.keys]
+    alignment = [_judge_claim(claim, source_sentences, source_keys, settings) for claim in claims]
+    if payload.reference is not None and payload.max_questions > 0:
+        facts = _key_facts(payload.reference, payload.max_questions, settings, read)
+        return {"alignment": alignment, "key_facts": facts}
     return {
-        "alignment": [
-            _judge_claim(claim, source_sentences, source_keys, settings) for claim in claims
-        ],
+        "alignment": alignment,
         "questions": _questions(source_sentences, payload.max_questions, settings),
     }
+
+
+def _key_facts(
+    reference: str, limit: int, settings: OfflineSettings, read: Callable[[str], Analysed]
+) -> list[str]:
+    """A reference summary's key facts, in its order: its claims, split as a summary's are
+    (``fine_claims``), each with content to look for, at most ``limit`` of them."""
+    pieces = split_claims(reference, fine=settings.fine_claims, min_terms=settings.min_claim_terms)
+    facts = [piece.strip() for piece in pieces if read(piece).keys]
+    return facts[:limit]
 
 
 def _judge_claim(
@@ -521,9 +533,12 @@ def _fact_disagrees(
 
 
 def explain(payload: ReasonInput) -> str:
+    facts = payload.basis in ("key_facts", "reference")
     if payload.claim_count == 0:
         return "Score 0: the summary makes no claim that can be checked against the source."
     if payload.question_count == 0:
+        if payload.basis == "reference":
+            return "Score 0: no key fact could be drawn from the reference summary."
         return "Score 0: no coverage question could be drawn from the source."
     setter = "alignment" if payload.alignment_score < payload.coverage_score else "coverage"
     if payload.alignment_score == payload.coverage_score:
@@ -539,7 +554,8 @@ def explain(payload: ReasonInput) -> str:
         parts.append(f"Unsupported: {cited}.")
     if payload.unanswered_questions:
         cited = "; ".join(f"'{shorten(q, 70)}'" for q in payload.unanswered_questions[:3])
-        parts.append(f"Not answered by the summary: {cited}.")
+        parts.append(f"{'Not stated' if facts else 'Not answered'} by the summary: {cited}.")
     if not payload.unsupported_claims and not payload.unanswered_questions:
-        parts.append("Every claim is supported and every question is answered.")
+        every = "key fact is stated" if facts else "question is answered"
+        parts.append(f"Every claim is supported and every {every}.")
     return " ".join(parts)

@@ -19,6 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 Step = Literal["preprocess", "analyze", "reason"]
 STEPS: tuple[Step, ...] = ("preprocess", "analyze", "reason")
 
+# What an item's coverage is measured on (SPEC §1.7): closed questions the judge draws from the
+# source (the default), or what the data gives: key facts the summary must state, closed
+# questions it must answer, or a reference summary whose key facts the judge draws.
+CoverageBasis = Literal["source_questions", "key_facts", "questions", "reference"]
+COVERAGE_BASES: tuple[CoverageBasis, ...] = (
+    "source_questions",
+    "key_facts",
+    "questions",
+    "reference",
+)
+
 
 class _Value(BaseModel):
     # Extra keys in a judge's JSON are ignored rather than re-asked: they cost nothing to drop.
@@ -52,6 +63,15 @@ class PreprocessStepResult(_Value):
 
     alignment: tuple[ClaimVerdict, ...]
     questions: tuple[StrictStr, ...]
+
+
+class KeyFactsReply(_Value):
+    """What a judge replies to the preprocess call of an item whose coverage is measured on a
+    reference summary (SPEC §1.7): the summary's claims judged against the source, and the
+    reference's key facts (drawn from the reference, never from the source)."""
+
+    alignment: tuple[ClaimVerdict, ...]
+    key_facts: tuple[StrictStr, ...]
 
 
 class ClaimsReply(_Value):
@@ -94,6 +114,7 @@ class ReasonStepResult(_Value):
 REPLY_MODELS: Mapping[str, type[_Value]] = {
     "summarization_preprocess": PreprocessStepResult,
     "summarization_claims": ClaimsReply,
+    "summarization_key_facts": KeyFactsReply,
     "summarization_analyze": AnalyzeReply,
     "summarization_reason": ReasonStepResult,
 }
@@ -109,19 +130,27 @@ class PreprocessInput:
     """What the preprocess step sees: the summary, the source and the question budget.
 
     ``max_questions`` 0 asks for the summary's claims only: the source's questions were drawn
-    already and are shared (``questions="per_source"``)."""
+    already and are shared (``questions="per_source"``), or the data gives them. With a
+    ``reference`` summary (SPEC §1.7), the call draws up to ``max_questions`` of its key facts
+    in place of the source's questions."""
 
     summary: str
     source: str
     max_questions: int
+    reference: str | None = None
 
 
 @dataclass(frozen=True)
 class AnalyzeInput:
-    """What the analyze step sees: the summary and the questions. Never the source."""
+    """What the analyze step sees: the summary and the questions. Never the source.
+
+    ``basis`` says what the questions are: drawn from the source or given by the data as closed
+    questions (``"source_questions"``, ``"questions"``: is each answered?), or key facts
+    (``"key_facts"``, ``"reference"``: is each stated, possibly paraphrased?)."""
 
     summary: str
     questions: tuple[str, ...]
+    basis: CoverageBasis = "source_questions"
 
 
 @dataclass(frozen=True)
@@ -136,6 +165,7 @@ class ReasonInput:
     question_count: int
     unsupported_claims: tuple[ClaimVerdict, ...]
     unanswered_questions: tuple[str, ...]
+    basis: CoverageBasis = "source_questions"
 
 
 StepInput = PreprocessInput | AnalyzeInput | ReasonInput

@@ -36,6 +36,7 @@ from summeval_runner._scorers._outcome import (
     status_of,
     unreadable,
 )
+from summeval_runner._scorers._reference import takes_ground_truth
 from summeval_runner._scorers._result import (
     EVALUATION_PROGRESS,
     ErrorInfo,
@@ -97,10 +98,12 @@ async def _call_target(target: Callable[[Any], Any], input: Any) -> Any:
     return await output if inspect.isawaitable(output) else output
 
 
-async def _run_scorer(scorer: Any, input: Any, output: Any) -> Any:
+async def _run_scorer(scorer: Any, input: Any, output: Any, ground_truth: Any = None) -> Any:
     """A scorer's result; a ``SystemExit`` it raised, as a value. Raised in the task gather
     makes of it, asyncio would let it out of the event loop and end the run with its code."""
     try:
+        if ground_truth is not None and takes_ground_truth(scorer):
+            return await scorer.run(input=input, output=output, ground_truth=ground_truth)
         return await scorer.run(input=input, output=output)
     except SystemExit as exit_:
         return exit_
@@ -462,7 +465,10 @@ class Batch:
         # Every trial runs to its end before a failure of one is raised: none goes on sending
         # requests after its item is done.
         outcomes = await asyncio.gather(
-            *(self.score(scorers, item.input, output) for scorers in self.trial_scorers),
+            *(
+                self.score(scorers, item.input, output, item.ground_truth)
+                for scorers in self.trial_scorers
+            ),
             return_exceptions=True,
         )
         trials: list[dict[str, Any]] = []
@@ -521,16 +527,18 @@ class Batch:
             self.count(counts)
         return usage, cost, "target_unreported" not in counts
 
-    async def _working(self, scorer: Any, input: Any, output: Any) -> Any:
+    async def _working(self, scorer: Any, input: Any, output: Any, ground_truth: Any) -> Any:
         # The scorer's coroutine is made here, not by the caller: a task cancelled before its
         # first step (a run cancelled as its items start) would leave one never awaited.
         with self.idle.working():
-            return await _run_scorer(scorer, input, output)
+            return await _run_scorer(scorer, input, output, ground_truth)
 
-    async def score(self, scorers: Sequence[Any], input: Any, output: Any) -> dict[str, Any]:
+    async def score(
+        self, scorers: Sequence[Any], input: Any, output: Any, ground_truth: Any = None
+    ) -> dict[str, Any]:
         """Every scorer's result (of one trial), or the ErrorInfo of the scorer that raised."""
         outcomes = await asyncio.gather(
-            *(self._working(scorer, input, output) for scorer in scorers),
+            *(self._working(scorer, input, output, ground_truth) for scorer in scorers),
             return_exceptions=True,
         )
         results: dict[str, Any] = {}

@@ -50,6 +50,7 @@ from summeval_runner._runner._cache import (
 from summeval_runner._runner._items import prepare, shard_rule
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._questions import QuestionBank
+from summeval_runner._scorers._reference import takes_ground_truth
 from summeval_runner._scorers._result import add_costs
 
 # How a careful model's replies are sized (bench/loopback_judge.py answers the same way): a
@@ -82,6 +83,12 @@ def model_reply(request: JudgeRequest) -> dict[str, Any]:
         ]
         if request.schema_name == "summarization_claims":
             return {"alignment": claims}
+        if payload.reference is not None:
+            # A reference summary's key facts: one a sentence of it.
+            return {
+                "alignment": claims,
+                "key_facts": split_sentences(payload.reference)[: payload.max_questions],
+            }
         facts = split_sentences(payload.source)[: payload.max_questions]
         questions = [
             f"Does it say {' '.join(fact.split()[:9]).rstrip('.').lower()}?" for fact in facts
@@ -348,7 +355,12 @@ async def estimate_evals(
                 elif agent_pricing(target) == "unset":
                     estimate.target_cost = None
             for each in trial_scorers:
-                result = await each.run(input=item.input, output=output)
+                if item.ground_truth is not None and takes_ground_truth(each):
+                    result = await each.run(
+                        input=item.input, output=output, ground_truth=item.ground_truth
+                    )
+                else:
+                    result = await each.run(input=item.input, output=output)
             # A blank text (summary or source) is scored by rule, with no judge call.
             estimate.scorable += getattr(result, "status", "scored") not in (
                 "unscorable",

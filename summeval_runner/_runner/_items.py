@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -33,7 +34,10 @@ from summeval_runner._io._metadata import MetadataReader
 from summeval_runner._io._shards import Shard, ShardRule
 from summeval_runner._messages import check_readable
 from summeval_runner._scorers._questions import source_fingerprint
+from summeval_runner._scorers._reference import coverage_reference
 from summeval_runner._scorers._summarization import SummarizationScorer
+
+logger = logging.getLogger("summeval_runner")
 
 
 def shown(value: Any) -> str:
@@ -48,6 +52,11 @@ class Reads:
 
     input: bool
     output: bool
+    # The summarization scorer reads an item's ground truth as its coverage reference.
+    ground_truth: bool = False
+    # The fewest questions a summarization scorer draws: a longer list of given key facts or
+    # questions is asked whole, and said so once (given_beyond).
+    max_questions: int | None = None
 
     @classmethod
     def of(cls, scorers: Sequence[object], has_target: bool) -> Reads:
@@ -61,7 +70,16 @@ class Reads:
                 s.options.source is None and s.options.source_extractor is None for s in summarizers
             ),
             output=bool(summarizers) and not has_target,
+            ground_truth=bool(summarizers),
+            max_questions=min((s.options.max_questions for s in summarizers), default=None),
         )
+
+    def given_beyond(self, item: Item) -> bool:
+        """Whether the item gives more key facts or questions than ``max_questions``."""
+        if not self.ground_truth or self.max_questions is None or item.ground_truth is None:
+            return False
+        reference = coverage_reference(item.ground_truth)
+        return reference is not None and len(reference.items) > self.max_questions
 
 
 _NAMES = {"input": "'input'", "output": "'output'"}
@@ -163,6 +181,14 @@ def _as_item(
                 check_readable(getattr(item, name), what=names[name])
             except InputError as unreadable:
                 raise error(f"{where}: the scorer cannot read this {name}: {unreadable}") from None
+    if reads.ground_truth:
+        # What coverage is measured against (SPEC §1.7): a shape the scorer cannot read is
+        # refused here, not as each item is scored.
+        label = names.get("ground_truth", "'ground_truth'")
+        try:
+            coverage_reference(item.ground_truth, where=f"{where}: {label}")
+        except InputError as unreadable:
+            raise error(str(unreadable)) from None
     return item
 
 
@@ -266,6 +292,20 @@ class Items:
     dataset: DatasetInfo | None
 
 
+def _say_given_beyond(count: int, reads: Reads) -> None:
+    """One warning for the items whose given key facts or questions outnumber max_questions:
+    every one is asked (dropping the data's own would measure the item on less than it says)."""
+    if count:
+        logger.warning(
+            "%d item%s give%s more key facts or questions than max_questions=%s: every one is "
+            "asked (max_questions bounds only what the judge draws)",
+            count,
+            "s" if count > 1 else "",
+            "" if count > 1 else "s",
+            reads.max_questions,
+        )
+
+
 def prepare(
     data: Iterable[Mapping[str, Any] | Item],
     scorers: Sequence[object],
@@ -290,6 +330,9 @@ def prepare(
             "input": f"field {fields.input!r} (dataset.fields.input)",
             "output": f"field {fields.output!r} (dataset.fields.output)",
         }
+        named = fields.coverage_field()
+        if named is not None:
+            names["ground_truth"] = f"field {named[0]!r} ({named[1]})"
 
         def checked() -> Iterator[tuple[int, Item]]:
             # The file's reader gives each row its unique id (and refuses a duplicate).
@@ -301,15 +344,18 @@ def prepare(
         inputs = InputsFingerprint()
         # Every row's metadata, a shard's or not: every shard of the run types it alike.
         metadata = MetadataReader(fields.metadata)
+        beyond = 0
         for _, item in checked():
             if first is None:
                 first = item
             count += 1
+            beyond += reads.given_beyond(item)
             selected += wanted(item)
             inputs.add(item.input)
             metadata.add(item.metadata)
         if first is None:
             raise DatasetError(f"{data.path}: the dataset has no rows")
+        _say_given_beyond(beyond, reads)
         info = DatasetInfo(
             path=str(data.path),
             items=count,
@@ -322,6 +368,7 @@ def prepare(
     if isinstance(data, Sequence):
         ids = IdAllocator(place="data item {}")
         items = [_as_item(raw, index, ids, has_target, reads) for index, raw in enumerate(data)]
+        _say_given_beyond(sum(map(reads.given_beyond, items)), reads)
         generated = any(isinstance(raw, Mapping) and raw.get("id") is None for raw in data)
         metadata = MetadataReader()
         for item in items:

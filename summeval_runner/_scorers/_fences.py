@@ -22,7 +22,7 @@ import re
 
 # The names of this package's fences, and the older fixed tags (prompts before
 # summarization-2026-12-03 used <source> and <summary>): a text closing either is neutralised.
-FENCE_NAMES = ("source", "summary", "questions", "verdicts")
+FENCE_NAMES = ("source", "summary", "reference", "questions", "key_facts", "verdicts")
 
 # Chat-template tokens and role headers of the model families a judge may be served with:
 # ChatML and its kin (<|im_start|>, <|system|>, Llama 3's <|start_header_id|>, <|eot_id|>,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from summeval_runner._judges._panel import Aggregate
 from summeval_runner._judges._protocol import (
     AnalyzeStepResult,
+    CoverageBasis,
     PreprocessStepResult,
     PromptMessage,
     Step,
@@ -228,15 +229,26 @@ def report_target_usage(
     )
 
 
-def asked_questions(questions: Sequence[str], max_questions: int) -> tuple[str, ...]:
-    """The questions coverage is measured on: the first N, N = min(len(questions), max_questions).
+# The coverage bases whose questions (or key facts) the data gives: every one is asked, whatever
+# max_questions says (it bounds what the judge draws).
+GIVEN_BASES: frozenset[CoverageBasis] = frozenset({"key_facts", "questions"})
+
+
+def asked_questions(
+    questions: Sequence[str], max_questions: int, basis: CoverageBasis = "source_questions"
+) -> tuple[str, ...]:
+    """The questions coverage is measured on: the first N, N = min(len(questions), max_questions)
+    of those the judge drew (from the source, or key facts from a reference summary); all of
+    those the data gives (key facts, questions).
 
     The judge may return more than ``max_questions``; only these are asked and counted.
 
     >>> asked_questions(["a", "b", "c"], 2)
     ('a', 'b')
+    >>> asked_questions(["a", "b", "c"], 2, "key_facts")
+    ('a', 'b', 'c')
     """
-    return tuple(questions[:max_questions])
+    return tuple(questions if basis in GIVEN_BASES else questions[:max_questions])
 
 
 def alignment_of(preprocess: PreprocessStepResult) -> float:
@@ -246,13 +258,16 @@ def alignment_of(preprocess: PreprocessStepResult) -> float:
 
 
 def coverage_of(
-    preprocess: PreprocessStepResult, analyze: AnalyzeStepResult, max_questions: int
+    preprocess: PreprocessStepResult,
+    analyze: AnalyzeStepResult,
+    max_questions: int,
+    basis: CoverageBasis = "source_questions",
 ) -> float:
-    """Answered over N = min(len(questions), max_questions), matching verdicts by position.
+    """Answered over N (``asked_questions``' rule), matching verdicts by position.
 
     A missing verdict counts as unanswered and verdicts beyond N are ignored; 0 when N is 0.
     """
-    asked = len(asked_questions(preprocess.questions, max_questions))
+    asked = len(asked_questions(preprocess.questions, max_questions, basis))
     if asked == 0:
         return 0.0
     return sum(v.answered for v in analyze.coverage[:asked]) / asked
@@ -311,7 +326,10 @@ class SummarizationResult(_Frozen):
     ``transcript`` holds every judge request the evaluation made, in order, when transcripts
     were asked for (``RunOptions.transcripts``); it is empty otherwise. ``flags`` names the
     manipulation checks the summary or the source tripped (``_flags.CHECKS``; empty when none)
-    and ``flag_spans`` where each matched; they never change the score.
+    and ``flag_spans`` where each matched; they never change the score. ``coverage_basis`` says
+    what coverage was measured on (SPEC §1.7): ``"source_questions"`` drawn by the judge, or the
+    item's ground truth: ``"key_facts"``, ``"questions"`` (every one asked, whatever
+    ``max_questions``), ``"reference"`` (key facts the judge drew from a reference summary).
 
     A panel's result (``JudgePanel``) holds each judge's own result in ``panel``, in the panel's
     order (the first drew the questions); its ``judge`` is the panel's name, its
@@ -346,6 +364,7 @@ class SummarizationResult(_Frozen):
     aggregate: Aggregate = "mean"
     flags: tuple[FlagName, ...] = ()
     flag_spans: tuple[FlagSpan, ...] = ()
+    coverage_basis: CoverageBasis = "source_questions"
 
     @property
     def asked_questions(self) -> tuple[str, ...]:
@@ -355,7 +374,9 @@ class SummarizationResult(_Frozen):
             return self.panel[0].asked_questions
         if self.preprocess_step_result is None:
             return ()
-        return asked_questions(self.preprocess_step_result.questions, self.max_questions)
+        return asked_questions(
+            self.preprocess_step_result.questions, self.max_questions, self.coverage_basis
+        )
 
     @property
     def alignment_score(self) -> float | None:
@@ -380,5 +401,8 @@ class SummarizationResult(_Frozen):
         if self.preprocess_step_result is None or self.analyze_step_result is None:
             return None
         return coverage_of(
-            self.preprocess_step_result, self.analyze_step_result, self.max_questions
+            self.preprocess_step_result,
+            self.analyze_step_result,
+            self.max_questions,
+            self.coverage_basis,
         )

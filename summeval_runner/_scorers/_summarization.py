@@ -28,9 +28,11 @@ from summeval_runner._judges._protocol import (
     AnalyzeStepResult,
     AsyncClosing,
     ClaimsReply,
+    CoverageBasis,
     Judge,
     JudgeReply,
     JudgeRequest,
+    KeyFactsReply,
     PreprocessInput,
     PreprocessStepResult,
     PromptMessage,
@@ -63,6 +65,7 @@ from summeval_runner._scorers._questions import (
     drawer_fingerprint,
     source_fingerprint,
 )
+from summeval_runner._scorers._reference import CoverageReference, coverage_reference
 from summeval_runner._scorers._result import (
     EVALUATION_PROGRESS,
     SUMMARIZATION_SCORER_ID,
@@ -103,6 +106,17 @@ class _DrawnQuestions(PreprocessStepResult):
             raise ValueError(
                 "questions is empty: write at least one closed question about the source"
             )
+        return self
+
+
+class _DrawnKeyFacts(KeyFactsReply):
+    """A reference summary's key facts as the scorer insists on them: at least one (none would
+    measure the item on nothing); re-asked like a draw of no question."""
+
+    @model_validator(mode="after")
+    def _at_least_one_key_fact(self) -> _DrawnKeyFacts:
+        if not any(fact.strip() for fact in self.key_facts):
+            raise ValueError("key_facts is empty: write at least one key fact of the reference")
         return self
 
 
@@ -295,13 +309,21 @@ class SummarizationScorer(AsyncClosing):
             return self.options.source
         return extract_source(input)
 
-    async def run(self, *, input: Any, output: Any) -> SummarizationResult:
+    async def run(
+        self, *, input: Any, output: Any, ground_truth: Any = None
+    ) -> SummarizationResult:
         """Score one evaluation. Judge failures become a result with status ``"error"``.
 
-        Raises ``InputError`` for a payload that cannot be read, and ``JudgeUnavailableError`` when
-        the judge refuses the credentials or cannot be reached (no other evaluation could
-        succeed either).
+        ``ground_truth`` (the seed's ``groundTruth``) is what coverage is measured against
+        (SPEC §1.7): ``None``, questions drawn from the source; a string, a reference summary
+        whose key facts the judge draws; a list of strings, key facts; a mapping naming its
+        kind (``{"key_facts": [...]}``, ``{"questions": [...]}``, ``{"reference": "..."}``).
+
+        Raises ``InputError`` for a payload or a ground truth that cannot be read, and
+        ``JudgeUnavailableError`` when the judge refuses the credentials or cannot be reached
+        (no other evaluation could succeed either).
         """
+        reference = coverage_reference(ground_truth)
         summary = extract_summary(output)
         source = self.source_of(input, output)
         if not source.strip():
@@ -316,6 +338,7 @@ class SummarizationScorer(AsyncClosing):
                 reason=f"The source is empty{both}, so there is nothing to judge the summary "
                 "against; the item is unscorable and left out of the means.",
                 usage=Usage(),
+                reference=reference,
             )
         if not summary.strip():
             # The system's failure: it returned nothing. Scored 0 and counted as 0 everywhere,
@@ -328,12 +351,19 @@ class SummarizationScorer(AsyncClosing):
                 reason="The summary is empty, so it states nothing of the source; "
                 "the score is 0 by rule and counts as 0 in the means.",
                 usage=Usage(),
+                reference=reference,
             )
         if isinstance(self.judge, JudgePanel):
-            return await self._by_panel(self.judge, summary, source)
-        return await self._evaluate(summary, source)
+            return await self._by_panel(self.judge, summary, source, reference)
+        return await self._evaluate(summary, source, reference)
 
-    async def _by_panel(self, panel: JudgePanel, summary: str, source: str) -> SummarizationResult:
+    async def _by_panel(
+        self,
+        panel: JudgePanel,
+        summary: str,
+        source: str,
+        reference: CoverageReference | None,
+    ) -> SummarizationResult:
         """Every judge of the panel judges the evaluation; the first draws the questions."""
         drawn: asyncio.Future[tuple[str, ...] | None] = asyncio.get_running_loop().create_future()
         first, *others = panel.judges
@@ -341,7 +371,7 @@ class SummarizationScorer(AsyncClosing):
         async def drawing() -> SummarizationResult:
             try:
                 return await replace(self, judge=first)._evaluate(
-                    summary, source, _PanelDraw(drawn, draws=True)
+                    summary, source, reference, _PanelDraw(drawn, draws=True)
                 )
             finally:
                 # A first judge that failed before it drew: the others are told so.
@@ -351,7 +381,7 @@ class SummarizationScorer(AsyncClosing):
         tasks = [asyncio.ensure_future(drawing())] + [
             asyncio.ensure_future(
                 replace(self, judge=judge)._evaluate(
-                    summary, source, _PanelDraw(drawn, draws=False)
+                    summary, source, reference, _PanelDraw(drawn, draws=False)
                 )
             )
             for judge in others
@@ -409,21 +439,28 @@ class SummarizationScorer(AsyncClosing):
             # The texts are the same for every judge: so are their flags.
             flags=members[0].flags,
             flag_spans=members[0].flag_spans,
+            coverage_basis=members[0].coverage_basis,
         )
 
     async def _evaluate(
-        self, summary: str, source: str, draw: _PanelDraw | None = None
+        self,
+        summary: str,
+        source: str,
+        reference: CoverageReference | None = None,
+        draw: _PanelDraw | None = None,
     ) -> SummarizationResult:
-        """One judge's three steps; ``draw``: as a panel's judge (its first, which draws the
-        questions, or another, which answers them)."""
+        """One judge's three steps; ``reference``: what the item's coverage is measured on, when
+        the data gives it; ``draw``: as a panel's judge (its first, which draws the questions,
+        or another, which answers them)."""
+        basis = reference.basis if reference is not None else "source_questions"
         meter = _Meter(exchanges=[] if self.transcripts else None)
         preprocess: PreprocessStepResult | None = None
         analyze: AnalyzeStepResult | None = None
         shared = False
         try:
-            preprocess, shared = await self._preprocess(summary, source, meter, draw)
-            asked = asked_questions(preprocess.questions, self.options.max_questions)
-            answers = await self._ask(AnalyzeInput(summary, asked), AnalyzeReply, meter)
+            preprocess, shared = await self._preprocess(summary, source, reference, meter, draw)
+            asked = asked_questions(preprocess.questions, self.options.max_questions, basis)
+            answers = await self._ask(AnalyzeInput(summary, asked, basis), AnalyzeReply, meter)
             analyze = AnalyzeStepResult(
                 coverage=tuple(
                     QuestionVerdict(question=question, answered=v.answered, reason=v.reason)
@@ -431,7 +468,7 @@ class SummarizationScorer(AsyncClosing):
                 )
             )
             alignment = alignment_of(preprocess)
-            coverage = coverage_of(preprocess, analyze, self.options.max_questions)
+            coverage = coverage_of(preprocess, analyze, self.options.max_questions, basis)
             score = score_of(alignment, coverage, self.options.scale)
             unanswered = tuple(
                 question
@@ -448,6 +485,7 @@ class SummarizationScorer(AsyncClosing):
                     question_count=len(asked),
                     unsupported_claims=tuple(v for v in preprocess.alignment if not v.supported),
                     unanswered_questions=unanswered,
+                    basis=basis,
                 ),
                 ReasonStepResult,
                 meter,
@@ -470,6 +508,7 @@ class SummarizationScorer(AsyncClosing):
                 preprocess=preprocess,
                 analyze=analyze,
                 questions_shared=shared,
+                reference=reference,
                 error=ErrorInfo(
                     type=type(error).__name__,
                     message=str(error),
@@ -489,13 +528,24 @@ class SummarizationScorer(AsyncClosing):
             preprocess=preprocess,
             analyze=analyze,
             questions_shared=shared,
+            reference=reference,
         )
 
     async def _preprocess(
-        self, summary: str, source: str, meter: _Meter, draw: _PanelDraw | None = None
+        self,
+        summary: str,
+        source: str,
+        reference: CoverageReference | None,
+        meter: _Meter,
+        draw: _PanelDraw | None = None,
     ) -> tuple[PreprocessStepResult, bool]:
         """The preprocess step; as a panel's judge that does not draw, the claims alone (sent
-        while the first judge draws), and the questions the first judge drew."""
+        while the first judge draws), and the questions the first judge drew. Key facts or
+        questions the data gives: the claims alone, every judge asking the given ones."""
+        if reference is not None and reference.basis != "reference":
+            claims = await self._ask(PreprocessInput(summary, source, 0), ClaimsReply, meter)
+            given = PreprocessStepResult(alignment=claims.alignment, questions=reference.items)
+            return given, False
         if draw is not None and not draw.draws:
             claims = await self._ask(PreprocessInput(summary, source, 0), ClaimsReply, meter)
             questions = await draw.questions
@@ -505,39 +555,47 @@ class SummarizationScorer(AsyncClosing):
                     "there are none to answer"
                 )
             return PreprocessStepResult(alignment=claims.alignment, questions=questions), True
-        result, shared = await self._draw(summary, source, meter)
+        text = reference.text if reference is not None else None
+        result, shared = await self._draw(summary, source, text, meter)
         if draw is not None:
-            draw.questions.set_result(asked_questions(result.questions, self.options.max_questions))
+            basis: CoverageBasis = "reference" if text is not None else "source_questions"
+            draw.questions.set_result(
+                asked_questions(result.questions, self.options.max_questions, basis)
+            )
         return result, shared
 
     async def _draw(
-        self, summary: str, source: str, meter: _Meter
+        self, summary: str, source: str, reference: str | None, meter: _Meter
     ) -> tuple[PreprocessStepResult, bool]:
-        """The preprocess step: the summary's claims, and the questions coverage is measured on;
-        and whether those were shared (drawn by another evaluation of the same source).
+        """The preprocess step: the summary's claims, and the questions coverage is measured on
+        (or, with a ``reference`` summary, its key facts); and whether those were shared (drawn
+        by another evaluation of the same source, or of the same reference).
 
         ``per_item``: one call for claims and questions. ``per_source``: the bank's questions
-        for this source when it holds them (the call asks for claims only), else this
-        evaluation draws them (claims and questions) and publishes them for the others.
+        for this source (key facts for this reference) when it holds them (the call asks for
+        claims only), else this evaluation draws them and publishes them for the others.
         """
         max_questions = self.options.max_questions
+        drawn = PreprocessInput(summary, source, max_questions, reference)
         if self.options.questions == "per_item":
-            drawn = PreprocessInput(summary, source, max_questions)
-            return await self._ask(drawn, PreprocessStepResult, meter), False
+            return await self._draw_once(drawn, meter, insist=False), False
         bank = self.question_bank
-        key = QuestionKey(source_fingerprint(source), max_questions, PROMPT_VERSION)
+        # A reference's key facts are shared by every item of that reference, apart from any
+        # source's questions (the fingerprint of a text marked as a reference).
+        shared_by = source if reference is None else f"reference\0{reference}"
+        key = QuestionKey(source_fingerprint(shared_by), max_questions, PROMPT_VERSION)
         drawer = drawer_fingerprint(summary, self.trial)
         claim = await bank.claim(key, drawer)
         if not claim.draw and claim.questions is not None:
             claims = await self._ask(PreprocessInput(summary, source, 0), ClaimsReply, meter)
             return PreprocessStepResult(alignment=claims.alignment, questions=claim.questions), True
         try:
-            drawn = PreprocessInput(summary, source, max_questions)
-            result = await self._ask(drawn, PreprocessStepResult, meter, insist=_DrawnQuestions)
+            result = await self._draw_once(drawn, meter, insist=True)
         except BaseException:
             bank.release(key)
             raise
-        asked = asked_questions(result.questions, max_questions)
+        basis: CoverageBasis = "reference" if reference is not None else "source_questions"
+        asked = asked_questions(result.questions, max_questions, basis)
         published = bank.publish(key, asked, drawer)
         if published != asked:
             # The set was drawn before, or by another process at the same moment: every item
@@ -545,7 +603,22 @@ class SummarizationScorer(AsyncClosing):
             return PreprocessStepResult(alignment=result.alignment, questions=published), True
         return result, False
 
-    def run_sync(self, *, input: Any, output: Any) -> SummarizationResult:
+    async def _draw_once(
+        self, drawn: PreprocessInput, meter: _Meter, *, insist: bool
+    ) -> PreprocessStepResult:
+        """One preprocess call that draws: claims and questions, or claims and a reference's
+        key facts (``KeyFactsReply``, read as the step's result). ``insist``: re-ask a draw of
+        none (a set shared by other items must hold one)."""
+        if drawn.reference is None:
+            return await self._ask(
+                drawn, PreprocessStepResult, meter, insist=_DrawnQuestions if insist else None
+            )
+        facts = await self._ask(
+            drawn, KeyFactsReply, meter, insist=_DrawnKeyFacts if insist else None
+        )
+        return PreprocessStepResult(alignment=facts.alignment, questions=facts.key_facts)
+
+    def run_sync(self, *, input: Any, output: Any, ground_truth: Any = None) -> SummarizationResult:
         """``run`` for synchronous callers; not for use inside a running event loop.
 
         Each call runs its own event loop, so a judge's HTTP client is closed at the end of it;
@@ -554,7 +627,7 @@ class SummarizationScorer(AsyncClosing):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input=input, output=output))
+            return asyncio.run(self.run(input=input, output=output, ground_truth=ground_truth))
         raise RuntimeError(
             "run_sync() was called from a running event loop; use await scorer.run(...)"
         )
@@ -574,8 +647,11 @@ class SummarizationScorer(AsyncClosing):
         # Fresh per request: no text can predict it, so none can close its fence.
         marker = new_marker()
         step, messages = _render(payload, marker)
-        claims_only = isinstance(payload, PreprocessInput) and payload.max_questions == 0
-        schema_name = "summarization_claims" if claims_only else f"summarization_{step}"
+        schema_name = f"summarization_{step}"
+        if isinstance(payload, PreprocessInput) and payload.max_questions == 0:
+            schema_name = "summarization_claims"
+        elif isinstance(payload, PreprocessInput) and payload.reference is not None:
+            schema_name = "summarization_key_facts"
         request = JudgeRequest(
             step=step,
             payload=payload,
@@ -730,9 +806,14 @@ class SummarizationScorer(AsyncClosing):
         error: ErrorInfo | None = None,
         questions_shared: bool = False,
         transcript: tuple[JudgeExchange, ...] = (),
+        reference: CoverageReference | None = None,
     ) -> SummarizationResult:
-        # Data about the texts, whatever the judge made of them: never part of the score.
-        spans = flag_spans({"summary": summary, "source": source})
+        # Data about the texts, whatever the judge made of them: never part of the score. The
+        # data's key facts, questions or reference summary are its texts too.
+        texts = {"summary": summary, "source": source}
+        if reference is not None:
+            texts[reference.basis] = reference.text or "\n".join(reference.items)
+        spans = flag_spans(texts)
         return SummarizationResult(
             status=status,
             score=score,
@@ -751,6 +832,7 @@ class SummarizationScorer(AsyncClosing):
             transcript=transcript,
             flags=flag_names(spans),
             flag_spans=spans,
+            coverage_basis=reference.basis if reference is not None else "source_questions",
         )
 
 

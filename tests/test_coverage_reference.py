@@ -1,0 +1,534 @@
+"""Coverage against what the team knows (issue 43, SPEC §1.7): an item's key facts, questions
+or reference summary, given as its ``ground_truth`` in Python or by a dataset field in the CLI.
+
+With key facts or questions, the preprocess call judges the claims and draws no questions, and
+the analyze call (which never sees the source) is asked every one given. With a reference
+summary, the preprocess call draws its key facts from the reference, never from the source,
+once per distinct reference. Still three calls an evaluation; what coverage was measured on is
+recorded per item.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from summeval_runner import (
+    AnthropicJudge,
+    AnthropicJudgeConfig,
+    GoogleJudge,
+    GoogleJudgeConfig,
+    InputError,
+    create_summarization_scorer,
+    run_evals_sync,
+)
+from summeval_runner._cli import _app
+from summeval_runner._scorers._fences import fenced
+from tests.anthropic_server import AnthropicServer
+from tests.app import run_app, run_command, table
+from tests.chat_server import ChatServer
+from tests.docs_pages import block
+from tests.gemini_server import GeminiServer
+
+KEY = "sk-test-coverage-reference-0123456789"
+ANTHROPIC_KEY = "sk-ant-test-coverage-3c9e1a7b52"
+GEMINI_KEY = "AIza-test-coverage-8d2f6b0e41"
+SOURCE = (
+    "The city council approved a budget of 1,200 million euros on Tuesday. "
+    "Mayor Anna Lindqvist said the money will fund three new schools. "
+    "Public transport fares will not rise next year."
+)
+SUMMARY = (
+    "The council approved a budget of 1,200 million euros on Tuesday. "
+    "The mayor said it will fund five new schools."
+)
+KEY_FACTS = [
+    "The council approved a budget of 1,200 million euros.",
+    "The budget funds three new schools.",
+    "Fares will not rise next year.",
+]
+REFERENCE = (
+    "The council approved a 1,200 million euro budget. Three new schools will be funded. "
+    "Fares will not rise."
+)
+
+
+def openai_settings(server: ChatServer) -> dict[str, object]:
+    return {"provider": "openai", "name": "judge-model", "base_url": server.base_url,
+            "max_retries": 0}  # fmt: skip
+
+
+@pytest.fixture
+def key(no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return KEY
+
+
+# --- what a ground truth is -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ground_truth", "basis", "asked"),
+    [
+        (None, "source_questions", None),
+        (KEY_FACTS, "key_facts", tuple(KEY_FACTS)),
+        ({"key_facts": KEY_FACTS}, "key_facts", tuple(KEY_FACTS)),
+        ({"key_facts": "\n".join(KEY_FACTS) + "\n\n"}, "key_facts", tuple(KEY_FACTS)),
+        ({"questions": ["Did the council approve a budget?"]}, "questions",
+         ("Did the council approve a budget?",)),
+        (REFERENCE, "reference", None),
+        ({"reference": REFERENCE}, "reference", None),
+    ],
+)  # fmt: skip
+def test_each_shape_of_ground_truth_names_what_coverage_is_measured_on(
+    ground_truth: Any, basis: str, asked: tuple[str, ...] | None
+) -> None:
+    scorer = create_summarization_scorer("offline", {"max_questions": 2})
+
+    result = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=ground_truth)
+
+    assert result.status == "scored"
+    assert result.coverage_basis == basis
+    if asked is not None:
+        # Every given key fact or question is asked, however many max_questions allows.
+        assert result.asked_questions == asked
+    elif basis == "reference":
+        # Drawn from the reference, never from the source, and bounded by max_questions.
+        assert result.asked_questions == (
+            "The council approved a 1,200 million euro budget.",
+            "Three new schools will be funded.",
+        )
+    else:
+        assert all(q.startswith("Does the text say that") for q in result.asked_questions)
+    assert type(result).model_validate_json(result.model_dump_json()) == result
+
+
+def test_the_offline_judge_states_a_key_fact_only_where_its_numbers_names_and_negations_agree() -> (
+    None
+):
+    scorer = create_summarization_scorer("offline")
+
+    result = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=KEY_FACTS)
+
+    verdicts = [v.answered for v in result.analyze_step_result.coverage]  # type: ignore[union-attr]
+    # The budget is stated; "three new schools" is not ("five"); the fares are not mentioned.
+    assert verdicts == [True, False, False]
+    assert result.coverage_score == pytest.approx(1 / 3)
+    assert "Not stated by the summary" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("ground_truth", "said"),
+    [
+        (42, "got int 42"),
+        ({"facts": ["a"]}, "exactly one key, one of key_facts, questions, reference; got keys"),
+        ([], "key_facts is empty"),
+        (["a", 3], "key_facts entry 1 must be a string, got int 3"),
+        ({"reference": ["x"]}, "reference must be a string, got list"),
+        ({"questions": None}, "questions must be a list of strings or one string of lines"),
+        ("   ", "the reference summary is blank"),
+    ],
+)
+def test_a_ground_truth_of_another_shape_is_refused_naming_what_was_found(
+    ground_truth: Any, said: str
+) -> None:
+    scorer = create_summarization_scorer("offline")
+
+    with pytest.raises(InputError, match="ground_truth") as refused:
+        scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=ground_truth)
+
+    assert said in str(refused.value)
+
+
+# --- a model judge: the calls it is sent ----------------------------------------------------
+
+
+def _user(request: Any) -> str:
+    return str(request.body["messages"][-1]["content"])
+
+
+@pytest.mark.usefixtures("key")
+def test_key_facts_are_asked_whole_in_three_calls_and_the_analyze_call_never_sees_the_source(
+    chat_server: ChatServer,
+) -> None:
+    scorer = create_summarization_scorer(openai_settings(chat_server), {"max_questions": 2})
+
+    result = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=KEY_FACTS)
+
+    assert result.status == "scored"
+    assert result.coverage_basis == "key_facts"
+    preprocess, analyze, reason = chat_server.requests
+    # The claims alone: the key facts are the data's, so no question is drawn.
+    assert preprocess.body["response_format"]["json_schema"]["name"] == "summarization_claims"
+    text = _user(analyze)
+    assert "Public transport" not in text  # the source's words, not the summary's
+    facts = fenced(text, "key_facts")
+    assert facts is not None
+    assert facts.splitlines() == [f"{i}. {fact}" for i, fact in enumerate(KEY_FACTS, 1)]
+    assert "possibly paraphrased" in str(analyze.body["messages"][0]["content"])
+    assert json.loads(fenced(_user(reason), "verdicts") or "{}")["coverage_basis"] == "key_facts"
+    # The server answers the first of three: coverage is over all three, not max_questions.
+    assert result.coverage_score == pytest.approx(1 / 3)
+
+
+@pytest.mark.usefixtures("key")
+def test_a_reference_summarys_key_facts_are_drawn_from_it_once_and_shared_by_its_items(
+    chat_server: ChatServer,
+) -> None:
+    scorer = create_summarization_scorer(openai_settings(chat_server), {"max_questions": 5})
+    other = "A different article. It says other things. Nothing more."
+
+    result = run_evals_sync(
+        data=[
+            {"id": "a", "input": SOURCE, "output": SUMMARY, "ground_truth": REFERENCE},
+            {"id": "b", "input": other, "output": "Other things.", "ground_truth": REFERENCE},
+        ],
+        scorers=[scorer],
+    )
+
+    by_id = {item.item_id: item.results["summarization-scorer"] for item in result.items}
+    assert {r.coverage_basis for r in by_id.values()} == {"reference"}
+    schemas = [
+        r.body["response_format"]["json_schema"]["name"]
+        for r in chat_server.requests
+        if r.step in ("key_facts", "claims", "preprocess")
+    ]
+    # One draw for the reference, whichever item made it; the other item's call: claims only.
+    assert sorted(schemas) == ["summarization_claims", "summarization_key_facts"]
+    (drawing,) = [r for r in chat_server.requests if r.step == "key_facts"]
+    assert fenced(_user(drawing), "reference") == REFERENCE
+    expected = (
+        "The council approved a 1,200 million euro budget.",
+        "Three new schools will be funded.",
+        "Fares will not rise.",
+    )
+    assert by_id["a"].asked_questions == by_id["b"].asked_questions == expected
+    assert sum(r.questions_shared for r in by_id.values()) == 1
+    # Three calls an item; the two reason calls are alike here (the same verdicts): the run's
+    # response cache sends one.
+    assert [r.step for r in chat_server.requests].count("analyze") == 2
+    assert sum(r.usage.calls for r in by_id.values()) == 6
+
+
+@pytest.mark.usefixtures("key")
+def test_a_panel_asks_every_judge_the_given_key_facts(chat_server: ChatServer) -> None:
+    scorer = create_summarization_scorer(
+        {"provider": "panel", "judges": [openai_settings(chat_server), "offline"]}
+    )
+
+    result = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth={"key_facts": KEY_FACTS})
+
+    assert result.status == "scored"
+    assert result.coverage_basis == "key_facts"
+    assert [m.asked_questions for m in result.panel] == [tuple(KEY_FACTS)] * 2
+    assert [r.step for r in chat_server.requests] == ["claims", "analyze", "reason"]
+
+
+@pytest.fixture
+def claude(no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[AnthropicServer]:
+    for name in ("ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    server = AnthropicServer(keys=(ANTHROPIC_KEY,)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gemini(no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[GeminiServer]:
+    for name in ("GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI",
+                 "GOOGLE_GENAI_API_VERSION"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    server = GeminiServer().start()
+    yield server
+    server.stop()
+
+
+def test_claude_judges_key_facts_and_a_reference_through_the_messages_api(
+    claude: AnthropicServer,
+) -> None:
+    judge = AnthropicJudge(
+        AnthropicJudgeConfig.model_validate(
+            {"name": "claude-haiku-4-5", "base_url": claude.base_url, "max_retries": 0}
+        )
+    )
+    scorer = create_summarization_scorer(judge)
+
+    facts = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=KEY_FACTS)
+    drawn = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=REFERENCE)
+
+    assert (facts.status, facts.coverage_basis) == ("scored", "key_facts")
+    assert (drawn.status, drawn.coverage_basis) == ("scored", "reference")
+    assert len(drawn.asked_questions) == 3
+    assert [r.tool for r in claude.requests] == [
+        "summarization_claims", "summarization_analyze", "summarization_reason",
+        "summarization_key_facts", "summarization_analyze", "summarization_reason",
+    ]  # fmt: skip
+
+
+def test_gemini_judges_key_facts_and_a_reference_through_generate_content(
+    gemini: GeminiServer,
+) -> None:
+    judge = GoogleJudge(
+        GoogleJudgeConfig.model_validate(
+            {"name": "gemini-2.5-flash", "base_url": gemini.base_url, "max_retries": 0}
+        )
+    )
+    scorer = create_summarization_scorer(judge)
+
+    facts = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=KEY_FACTS)
+    drawn = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=REFERENCE)
+
+    assert (facts.status, facts.coverage_basis) == ("scored", "key_facts")
+    assert (drawn.status, drawn.coverage_basis) == ("scored", "reference")
+    assert len(drawn.asked_questions) == 3
+    assert len(gemini.requests) == 6
+
+
+# --- the runner and the tables --------------------------------------------------------------
+
+
+def test_the_items_table_records_each_items_coverage_basis(tmp_path: Path) -> None:
+    scorer = create_summarization_scorer("offline", {"max_questions": 2})
+    data = [
+        {"id": "drawn", "input": SOURCE, "output": SUMMARY},
+        {"id": "facts", "input": SOURCE, "output": SUMMARY, "ground_truth": KEY_FACTS},
+        {"id": "asked", "input": SOURCE, "output": SUMMARY,
+         "ground_truth": {"questions": ["Did the council approve a budget?"]}},
+        {"id": "ref", "input": SOURCE, "output": SUMMARY, "ground_truth": REFERENCE},
+    ]  # fmt: skip
+
+    run_evals_sync(data=data, scorers=[scorer], output_dir=tmp_path / "run")
+
+    items = tmp_path / "run" / "items.parquet"
+    expected = {
+        "drawn": "source_questions", "facts": "key_facts", "asked": "questions",
+        "ref": "reference",
+    }  # fmt: skip
+    read = pq.read_table(items).to_pydict()
+    assert dict(zip(read["item_id"], read["coverage_basis"], strict=True)) == expected
+    assert pd.read_parquet(items).set_index("item_id")["questions"].to_dict() == {
+        "drawn": 2, "facts": 3, "asked": 1, "ref": 2,
+    }  # fmt: skip
+    assert duckdb.sql(
+        f"SELECT coverage_basis, count(*) FROM '{items}' GROUP BY 1 ORDER BY 1"
+    ).fetchall() == [("key_facts", 1), ("questions", 1), ("reference", 1), ("source_questions", 1)]
+    description = pq.read_schema(items).field("coverage_basis").metadata
+    assert description is not None
+    assert b"reference" in description[b"description"]
+
+
+@pytest.mark.usefixtures("key")
+def test_a_bad_ground_truth_stops_the_run_before_any_judge_call(chat_server: ChatServer) -> None:
+    scorer = create_summarization_scorer(openai_settings(chat_server))
+    data = [
+        {"id": "good", "input": SOURCE, "output": SUMMARY, "ground_truth": KEY_FACTS},
+        {"id": "bad", "input": SOURCE, "output": SUMMARY, "ground_truth": {"facts": KEY_FACTS}},
+    ]
+
+    with pytest.raises(InputError, match=r"data item 1: 'ground_truth': a mapping must have"):
+        run_evals_sync(data=data, scorers=[scorer])
+
+    assert chat_server.requests == []
+
+
+def test_more_key_facts_than_max_questions_are_all_asked_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scorer = create_summarization_scorer("offline", {"max_questions": 2})
+    data = [
+        {"id": str(i), "input": SOURCE, "output": SUMMARY, "ground_truth": KEY_FACTS}
+        for i in range(3)
+    ]
+
+    with caplog.at_level(logging.WARNING, logger="summeval_runner"):
+        result = run_evals_sync(data=data, scorers=[scorer])
+
+    assert {len(i.results["summarization-scorer"].asked_questions) for i in result.items} == {3}
+    said = [r.getMessage() for r in caplog.records if "max_questions=2" in r.getMessage()]
+    assert said == [
+        "3 items give more key facts or questions than max_questions=2: every one is asked "
+        "(max_questions bounds only what the judge draws)"
+    ]
+
+
+def test_a_scorer_of_ones_own_without_ground_truth_is_called_as_before() -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Length:
+        id = "length"
+
+        async def run(self, *, input: Any, output: Any) -> float:
+            seen.append({"input": input, "output": output})
+            return float(len(output))
+
+    result = run_evals_sync(
+        data=[{"input": SOURCE, "output": SUMMARY, "ground_truth": {"label": 1}}],
+        scorers=[Length()],
+    )
+
+    assert result.items[0].results["length"] == float(len(SUMMARY))
+    assert seen == [{"input": SOURCE, "output": SUMMARY}]
+
+
+# --- the CLI: a dataset's fields ------------------------------------------------------------
+
+
+@pytest.fixture
+def news(tmp_path: Path) -> Path:
+    path = tmp_path / "news.csv"
+    frame = pd.DataFrame(
+        {
+            "id": ["budget", "floods"],
+            "article": [SOURCE, "Floods closed the main road for three days. Two bridges broke."],
+            "summary": [SUMMARY, "Floods closed the main road for three days."],
+            "facts": ["\n".join(KEY_FACTS), "The road was closed.\nTwo bridges broke."],
+            "highlights": [REFERENCE, "The road was closed. Bridges broke."],
+        }
+    )  # fmt: skip
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("option", "basis", "questions"),
+    [
+        ("dataset.fields.key_facts=facts", "key_facts", [3, 2]),
+        ("dataset.fields.questions=facts", "questions", [3, 2]),
+        ("dataset.fields.reference=highlights", "reference", [3, 2]),
+    ],
+)
+def test_a_csv_column_of_key_facts_questions_or_references_is_what_coverage_is_measured_on(
+    tmp_path: Path, news: Path, option: str, basis: str, questions: list[int]
+) -> None:
+    done = run_app(
+        tmp_path / "run",
+        f"dataset.path={news}",
+        "dataset.fields.input=article",
+        "target=precomputed",
+        "runner.progress=false",
+        option,
+    )
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items").set_index("item_id")
+    assert set(items["coverage_basis"]) == {basis}
+    assert items.loc[["budget", "floods"], "questions"].tolist() == questions
+
+
+def test_a_blank_key_facts_cell_is_refused_with_its_file_row_and_field(
+    tmp_path: Path, news: Path
+) -> None:
+    frame = pd.read_csv(news)
+    frame.loc[1, "facts"] = ""
+    frame.to_csv(news, index=False)
+
+    done = run_app(
+        tmp_path / "run",
+        f"dataset.path={news}",
+        "dataset.fields.input=article",
+        "target=precomputed",
+        "dataset.fields.key_facts=facts",
+    )
+
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"summeval-run: error: {news} row 3: field 'facts' (dataset.fields.key_facts): key_facts "
+    ), done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_two_coverage_fields_at_once_are_refused(tmp_path: Path, news: Path) -> None:
+    done = run_app(
+        tmp_path / "run",
+        f"dataset.path={news}",
+        "dataset.fields.input=article",
+        "target=precomputed",
+        "dataset.fields.key_facts=facts",
+        "dataset.fields.reference=highlights",
+    )
+
+    assert done.returncode == 2
+    assert "name one field for what coverage is measured against" in done.stderr
+    assert "dataset.fields.key_facts=facts, dataset.fields.reference=highlights" in done.stderr
+
+
+def test_the_estimate_sizes_a_reference_run_without_a_call(tmp_path: Path, news: Path) -> None:
+    done = run_app(
+        tmp_path / "run",
+        f"dataset.path={news}",
+        "dataset.fields.input=article",
+        "target=precomputed",
+        "dataset.fields.reference=highlights",
+        "model=openai",
+        "runner.estimate=true",
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "6 to send" in done.stdout  # two items, three calls each
+
+
+# --- the page's walk ------------------------------------------------------------------------
+
+PAGE_COMMAND = "dataset.fields.reference=highlights \\\n    target=precomputed"
+
+
+def test_the_coverage_pages_walk_runs_as_written_and_prints_what_the_page_shows(
+    tmp_path: Path,
+) -> None:
+    script = block("bash", PAGE_COMMAND)
+    shown = block("text", "│ item_id │")
+    # The console scripts of this interpreter's environment, as a shell after `pip install`.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+    walked = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert walked.returncode == 0, walked.stderr
+    printed = [line.rstrip() for line in walked.stdout.splitlines()]
+    for line in shown.strip().splitlines():
+        assert any(p.startswith(line.rstrip()) for p in printed), (line, printed)
+    items = pd.read_parquet(tmp_path / "runs" / "highlights" / "items.parquet")
+    assert set(items["coverage_basis"]) == {"reference"}
+
+
+def test_the_coverage_pages_python_example_prints_what_its_comment_says() -> None:
+    code = block("python", 'ground_truth={"key_facts"')
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "docs/guides/coverage.md", "exec"), {})
+    comment = code.split("print(result.coverage_basis, result.coverage_score)")[1]
+    assert printed.getvalue().strip() == comment.split("#", 1)[1].strip()
+
+
+def test_the_coverage_pages_first_command_runs_as_written(tmp_path: Path, news: Path) -> None:
+    command = block("bash", "dataset.fields.key_facts=facts").replace("\\\n", " ")
+    name, *argv = shlex.split(command, comments=True)
+    assert name == "summeval-run"
+
+    done = run_command(_app.run, argv, cwd=news.parent)
+
+    assert done.returncode == 0, done.stderr
+    (made,) = (news.parent / "outputs").glob("*/*")
+    assert set(table(made, "items")["coverage_basis"]) == {"key_facts"}
