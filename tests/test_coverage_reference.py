@@ -35,11 +35,13 @@ from summeval_runner import (
     InputError,
     create_summarization_scorer,
     run_evals_sync,
+    write_report,
 )
 from summeval_runner._cli import _app
 from summeval_runner._scorers._fences import fenced
 from tests.anthropic_server import AnthropicServer
-from tests.app import run_app, run_command, table
+from tests.app import ENV, openai_run, run_app, run_command, summeval_compare, table
+from tests.browser import browser
 from tests.chat_server import ChatServer
 from tests.docs_pages import block
 from tests.gemini_server import GeminiServer
@@ -532,3 +534,114 @@ def test_the_coverage_pages_first_command_runs_as_written(tmp_path: Path, news: 
     assert done.returncode == 0, done.stderr
     (made,) = (news.parent / "outputs").glob("*/*")
     assert set(table(made, "items")["coverage_basis"]) == {"key_facts"}
+
+
+# --- recorded: the manifest, runs.parquet, the comparison, the report ------------------------
+
+
+def _run(path: Path, ground_truth: Any, **options: Any) -> Path:
+    scorer = create_summarization_scorer("offline", {"max_questions": 3})
+    data = [
+        {"id": f"doc-{i}", "input": SOURCE, "output": SUMMARY,
+         **({"ground_truth": ground_truth} if ground_truth is not None else {})}
+        for i in range(4)
+    ]  # fmt: skip
+    run_evals_sync(data=data, scorers=[scorer], output_dir=path, **options)
+    return path
+
+
+def test_the_manifest_and_runs_table_record_what_coverage_was_measured_on(tmp_path: Path) -> None:
+    facts = _run(tmp_path / "facts", KEY_FACTS)
+    drawn = _run(tmp_path / "drawn", None)
+
+    manifest = json.loads((facts / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["coverage_bases"] == {"key_facts": 4}
+    assert json.loads((drawn / "manifest.json").read_text("utf-8"))["coverage_bases"] == {
+        "source_questions": 4
+    }
+    runs = duckdb.sql(
+        f"SELECT coverage_basis FROM '{tmp_path}/*/runs.parquet' ORDER BY coverage_basis"
+    ).fetchall()
+    assert runs == [("key_facts",), ("source_questions",)]
+
+
+def test_runs_measured_on_different_bases_are_not_compared_unless_told(tmp_path: Path) -> None:
+    facts = _run(tmp_path / "facts", KEY_FACTS)
+    drawn = _run(tmp_path / "drawn", None)
+
+    refused = summeval_compare(str(drawn), str(facts), cwd=tmp_path)
+    told = summeval_compare(str(drawn), str(facts), "--allow-mismatch", cwd=tmp_path)
+
+    assert refused.returncode == 2
+    assert (
+        "coverage basis: default (facts) has 'key_facts', the baseline default (drawn) has "
+        "'source_questions'" in refused.stderr
+    ), refused.stderr
+    assert told.returncode == 0, told.stderr
+    assert "compared anyway (--allow-mismatch): coverage basis" in told.stderr
+
+
+def test_the_report_shows_each_key_fact_stated_or_not(tmp_path: Path) -> None:
+    run = _run(tmp_path / "facts", KEY_FACTS)
+    report = write_report([run], tmp_path / "report.html")
+
+    with browser() as chromium_browser:
+        page = chromium_browser.open(report.as_uri())
+        page.wait_for("document.documentElement.dataset.viewer === 'ready'")
+        page.click("#items-table tbody tr[data-item]")
+        page.wait_for("document.getElementById('item-view').open")
+        title = page.evaluate(
+            "document.querySelector('#item-view section.questions h4').textContent"
+        )
+        facts = page.evaluate(
+            "[...document.querySelectorAll('#item-view table.questions tbody tr')].map((tr) =>"
+            " [tr.querySelector('td.question').textContent,"
+            "  tr.querySelector('.verdict').textContent])"
+        )
+        assert page.errors() == []
+        page.close()
+
+    assert title == "Key facts (3)"
+    assert facts == [
+        [KEY_FACTS[0], "\u2713 stated"],
+        [KEY_FACTS[1], "\u2717 not stated"],
+        [KEY_FACTS[2], "\u2717 not stated"],
+    ]
+
+
+def test_a_reference_run_in_batch_mode_with_trials_and_transcripts(
+    tmp_path: Path, news: Path, chat_server: ChatServer
+) -> None:
+    done = run_app(
+        tmp_path / "run",
+        *openai_run(
+            chat_server.base_url,
+            news,
+            "dataset.fields.input=article",
+            "target=precomputed",
+            "dataset.fields.reference=highlights",
+            "runner.mode=batch",
+            "runner.batch_poll_s=0.02",
+            "runner.trials=2",
+            "runner.transcripts=true",
+        ),
+        env=ENV,
+    )
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    assert set(items["coverage_basis"]) == {"reference"}
+    assert (items["status"] == "scored").all()
+    assert len(items) == 4  # two items, two trials
+    # The key facts drawn in the first round, asked in the second, explained in the third.
+    rounds = [{r.step for r in chat_server.requests if r.batch == b} for b in chat_server.batches]
+    assert rounds[0] >= {"key_facts"}
+    assert "analyze" in rounds[1]
+    assert all(r.batch is not None for r in chat_server.requests)
+    asked = table(tmp_path / "run", "transcripts")
+    analyze = asked[asked["step"] == "analyze"]
+    assert len(analyze) == 4
+    for messages in analyze["messages"]:
+        user = messages[-1]["content"]
+        assert "KEY FACTS:" in user
+        assert "Public transport" not in user  # the source never reaches the analyze call

@@ -73,7 +73,8 @@ exit codes:
      complete, scored no item, errored more than --max-error-rate or shares no item with
      the baseline
   {EXIT_BAD_INPUT}  bad input: a directory that is not a finished run, an option out of range,
-     runs whose judge, scale, prompt version or dataset differ (without --allow-mismatch),
+     runs whose judge, scale, prompt version, coverage basis or dataset differ (without
+     --allow-mismatch),
      or a file that could not be written
 """
 _WIDEST_LABEL = 60
@@ -151,8 +152,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow-mismatch",
         action="store_true",
-        help="compare runs whose judge, scale, prompt version or dataset differ (refused "
-        "otherwise), with a warning",
+        help="compare runs whose judge, scale, prompt version, coverage basis or dataset differ "
+        "(refused otherwise), with a warning",
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
     parser.add_argument(
@@ -399,7 +400,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(
             "summeval-compare: error: these runs differ in what decides their scores, so their "
             f"scores do not compare:{listed}\n"
-            "Compare runs of the same judge, scale, prompts and dataset, or pass "
+            "Compare runs of the same judge, scale, prompts, coverage basis and dataset, or pass "
             "--allow-mismatch to compare them anyway.",
             file=sys.stderr,
         )

@@ -4,10 +4,10 @@ Runs are compared item by item: against the baseline, only items scored in both 
 (matched by item id), and the difference of their means gets a paired bootstrap interval and a
 paired sign-flip permutation test. Items that one run has and the other lacks are listed.
 
-Only runs that measure alike are compared: the same judge, scale, prompt version and dataset
-(``mismatches``); runs that differ there are refused unless the caller allows it. The gate fails
-on a significant drop (``regressions``), on a mean below an absolute floor (``below_thresholds``)
-and, whatever the scores, on a run that a run's own gate
+Only runs that measure alike are compared: the same judge, scale, prompt version, coverage basis
+and dataset (``mismatches``); runs that differ there are refused unless the caller allows it.
+The gate fails on a significant drop (``regressions``), on a mean below an absolute floor
+(``below_thresholds``) and, whatever the scores, on a run that a run's own gate
 would not pass (``broken_runs``, by ``gate_failure``): one that did not complete or left items
 unfinished, scored nothing, or errored more than allowed. A run whose every item failed has no
 drop, and a run stopped early may have had none yet. Nor does a run that shares no item with
@@ -346,6 +346,17 @@ def _questions(run: Run) -> str | None:
     return str(settings.get("questions", "per_item"))
 
 
+def _coverage_basis(run: Run) -> str | None:
+    """What the run's coverage was measured on (SPEC §1.7): questions drawn from the source, or
+    the data's key facts, questions or reference summaries; each basis with its items when they
+    differ. A pairing across bases sets a coverage measured on one against one measured on
+    another."""
+    bases = run.manifest.coverage_bases
+    if bases is not None and run.manifest.coverage_basis == "mixed":
+        return ", ".join(f"{basis} {items}" for basis, items in bases.items() if items)
+    return run.manifest.coverage_basis
+
+
 # What decides an item's score besides the summary: runs that differ here measure differently
 # (and the dataset, by ``_same_dataset``).
 _DECIDING: dict[str, Callable[[Run], Any]] = {
@@ -355,6 +366,7 @@ _DECIDING: dict[str, Callable[[Run], Any]] = {
     # Variants asked the same questions and variants that each drew their own measure coverage
     # differently: a per_item run's coverage carries the noise of its own question choice.
     "questions": _questions,
+    "coverage basis": _coverage_basis,
 }
 
 
@@ -370,8 +382,8 @@ def _shown(setting: str, value: Any, keys: list[str] | None) -> str:
 
 @dataclass(frozen=True)
 class Mismatch:
-    """A setting that decides scores (judge, scale, prompt version, dataset) and differs
-    between a run and the run it is compared with."""
+    """A setting that decides scores (judge, scale, prompt version, questions, coverage basis,
+    dataset) and differs between a run and the run it is compared with."""
 
     setting: str
     variant: str
@@ -572,10 +584,11 @@ def compare_runs(
     scored: mean difference, paired bootstrap 95% interval, permutation p-value, items better /
     worse / tied, the items only one of them has, and the items that dropped most.
 
-    Runs whose judge, scale, prompt version or dataset (the SHA-256 of its inputs, whatever
-    their order and outputs; of its file for runs that did not record it) differ from the
-    baseline's (or the first run's) raise ``InputError`` naming each difference, unless
-    ``allow_mismatch``. Each run's manifest ``status`` and ``unfinished`` items are in its rows.
+    Runs whose judge, scale, prompt version, coverage basis or dataset (the SHA-256 of its
+    inputs, whatever their order and outputs; of its file for runs that did not record it)
+    differ from the baseline's (or the first run's) raise ``InputError`` naming each difference,
+    unless ``allow_mismatch``. Each run's manifest ``status`` and ``unfinished`` items are in
+    its rows.
     """
     runs, base = load_runs(run_dirs, baseline, compared_only=True)
     return compare_loaded(runs, base, seed=seed, alpha=alpha, allow_mismatch=allow_mismatch)

@@ -72,6 +72,13 @@ RUNS_SCHEMA = pa.schema(
         described("judge", pa.string(), "the judge (provider/model, or offline)"),
         described("prompt_version", pa.string(), "the scorer's prompt version"),
         described(
+            "coverage_basis",
+            pa.string(),
+            "what its items' coverage was measured on: source_questions, key_facts, questions "
+            "or reference (the manifest's coverage_bases counts each), mixed when its items "
+            "differ; null when no item was judged",
+        ),
+        described(
             "dataset_fingerprint",
             pa.string(),
             "SHA-256 of the dataset's inputs (dataset.inputs_sha256), else of its file",
@@ -145,6 +152,7 @@ def run_row(run_dir: Path, manifest: Manifest) -> dict[str, Any]:
         "config_hash": config_hash(manifest),
         "judge": manifest.judge.name if manifest.judge is not None else None,
         "prompt_version": manifest.prompt_version,
+        "coverage_basis": manifest.coverage_basis,
         "dataset_fingerprint": (
             (dataset.inputs_sha256 or dataset.sha256) if dataset is not None else None
         ),

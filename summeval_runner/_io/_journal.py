@@ -451,6 +451,7 @@ class RunWriter:
         statuses: Counter[Status] = Counter()
         unscorable: list[str] = []
         flagged = 0
+        bases: Counter[str] = Counter()
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in schemas}
         waiting: dict[str, list[pa.Table]] = {name: [] for name in schemas}
 
@@ -489,6 +490,11 @@ class RunWriter:
                     rows[name] += table
                     if name == "items":
                         summary.add_item(table)
+                        bases.update(
+                            row["coverage_basis"]
+                            for row in table
+                            if row.get("coverage_basis") is not None and not row.get("trial")
+                        )
                 if count % _ROW_GROUP_ITEMS == 0:
                     flush()
                 elif count % _COMPACT_BATCH == 0:
@@ -516,6 +522,7 @@ class RunWriter:
             counts=RunCounts.tallied(statuses, flagged),
             noise=noise,
             unscorable_items=tuple(unscorable),
+            coverage_bases=dict(sorted(bases.items())),
         )
 
 
@@ -590,6 +597,9 @@ class Compacted:
     counts: RunCounts
     noise: NoiseTally
     unscorable_items: tuple[str, ...] = ()
+    # Items per coverage basis (source_questions, key_facts, questions, reference): what each
+    # summarization item's coverage was measured on (its first trial's row).
+    coverage_bases: dict[str, int] = field(default_factory=dict)
 
 
 @contextlib.contextmanager

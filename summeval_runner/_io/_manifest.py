@@ -437,6 +437,10 @@ class Manifest(_Part):
     # The first unscorable items (a blank source: the data's failure, left out of the means),
     # by id in dataset order; counts.unscorable counts them all.
     unscorable_items: tuple[str, ...] = ()
+    # Items per coverage basis (SPEC §1.7): source_questions (drawn by the judge from the
+    # source), key_facts, questions (the items' own) or reference (key facts drawn from the
+    # item's reference summary). None: a run recorded before it was (source questions only).
+    coverage_bases: dict[str, int] | None = None
     unfinished: int | None = None
     hook_errors: int = 0
     means: dict[str, float | None] = {}
@@ -457,6 +461,19 @@ class Manifest(_Part):
     # A merge's: sources whose items were asked different coverage questions in different
     # shards (merge_runs); None for a run that is not a merge.
     question_conflicts: int | None = None
+
+    @property
+    def coverage_basis(self) -> str | None:
+        """What the run's items' coverage was measured on, in one word: their basis, ``mixed``
+        when they differ, ``None`` when no item was judged. A run recorded before the bases
+        were (no ``coverage_bases``) measured every item on questions drawn from the source."""
+        if self.coverage_bases is None:
+            judged = self.counts is not None and self.counts.total > 0
+            return "source_questions" if judged else None
+        present = [basis for basis, items in self.coverage_bases.items() if items]
+        if not present:
+            return None
+        return present[0] if len(present) == 1 else "mixed"
 
     @property
     def selected_items(self) -> int | None:

@@ -313,6 +313,7 @@ def merge_runs(
                 noise,
                 compacted.noise.panel(),
                 compacted.unscorable_items,
+                compacted.coverage_bases,
             ),
         )
         if out.exists():
@@ -432,6 +433,7 @@ def _write_manifest(
     noise: JudgeNoise | None,
     panel: PanelDisagreement | None = None,
     unscorable_items: tuple[str, ...] = (),
+    coverage_bases: dict[str, int] | None = None,
 ) -> Manifest:
     first = runs[0].manifest
     config = dict(first.config)
@@ -475,6 +477,7 @@ def _write_manifest(
         duration_s=round(sum(run.manifest.duration_s or 0.0 for run in runs), 3),
         counts=merged.counts,
         unscorable_items=unscorable_items,
+        coverage_bases=coverage_bases,
         unfinished=merged.missing_items,
         hook_errors=sum(run.manifest.hook_errors for run in runs),
         means=score_means(building / merged.tables["aggregates"].name),

@@ -161,10 +161,12 @@ def viewer_data(
     ``items``: one ``[item_id, source, entries]`` per item, in the first run's order and then
     the items only later runs have; ``entries``: one per run, null where the run lacks the
     item, else ``[status, score, alignment, coverage, summary, reason, error, claims,
-    questions, cost, source, flags]`` (``error``: ``[type, step, message]``; ``claims``:
+    questions, cost, source, flags, facts]`` (``error``: ``[type, step, message]``; ``claims``:
     ``[text, 1|0, reason]``; ``questions``: ``[text, a|n|m, reason]``; ``cost``:
     ``[judge, target]``; ``source`` only where it differs from the item's; ``flags``: the
-    manipulation checks the item tripped, ``[check, text, match]`` each, null when none).
+    manipulation checks the item tripped, ``[check, text, match]`` each, null when none;
+    ``facts``: 1 when the item's coverage was measured on key facts (its own, or drawn from
+    its reference summary), which the viewer shows as key facts stated or not).
     """
     order: dict[str, int] = {}
     for run in runs:
@@ -202,7 +204,7 @@ def _fill(
         for name in (
             "item_id", "status", "score", "alignment_score", "coverage_score", "summary",
             "reason", "error_type", "error_step", "error_message", "source", "flag_spans",
-            *COST_COLUMNS,
+            "coverage_basis", *COST_COLUMNS,
         )
     }  # fmt: skip
     for row in zip(*columns.values(), strict=True):
@@ -233,4 +235,5 @@ def _fill(
             None if costs == [None, None] else costs,
             source if source is not None and source != sources[index] else None,
             _flags(value["flag_spans"]),
+            1 if value["coverage_basis"] in ("key_facts", "reference") else 0,
         ]

@@ -11,10 +11,11 @@
   const PAGE_SIZE = 100;
   const STATUS = { s: "scored", b: "blank_summary", u: "unscorable", e: "error" };
   const QUESTION_VERDICT = { a: "answered", n: "not answered", m: "no verdict" };
+  const FACT_VERDICT = { a: "stated", n: "not stated", m: "no verdict" };
   // An entry's fields, as _report_data.py writes them.
   const E = {
     status: 0, score: 1, alignment: 2, coverage: 3, summary: 4, reason: 5, error: 6,
-    claims: 7, questions: 8, cost: 9, source: 10, flags: 11,
+    claims: 7, questions: 8, cost: 9, source: 10, flags: 11, facts: 12,
   };
 
   function el(tag, attrs, ...children) {
@@ -437,13 +438,18 @@
 
     // One row per question, one column per variant; a verdict that differs from the
     // baseline's on the same question is marked.
+    // An item measured on key facts (its own, or its reference summary's) shows them as key
+    // facts, stated or not; else as the coverage questions, answered or not.
     questionsTable(entries, { order, rows }) {
-      const block = el("section", { class: "questions" }, el("h4", { text: `Coverage questions (${order.length})` }));
+      const facts = entries.some((entry) => entry && entry[E.facts] === 1);
+      const title = facts ? `Key facts (${order.length})` : `Coverage questions (${order.length})`;
+      const block = el("section", { class: "questions" }, el("h4", { text: title }));
       if (!order.length) {
-        block.append(el("p", { class: "muted", text: "No questions." }));
+        block.append(el("p", { class: "muted", text: facts ? "No key facts." : "No questions." }));
         return block;
       }
-      const head = el("tr", {}, el("th", { scope: "col", text: "question" }),
+      const named = (verdict) => (facts ? FACT_VERDICT : QUESTION_VERDICT)[verdict];
+      const head = el("tr", {}, el("th", { scope: "col", text: facts ? "key fact" : "question" }),
         ...entries.map((_, variant) => el("th", { scope: "col", text: this.data.variants[variant].label })));
       const body = el("tbody");
       for (const key of order) {
@@ -455,8 +461,8 @@
           const [verdict, reason] = found;
           const differs = variant > 0 && base !== undefined && base[0] !== verdict;
           return el("td", { class: `${verdict === "a" ? "ok" : "no"}${differs ? " changed" : ""}` },
-            el("span", { class: "verdict", text: `${verdict === "a" ? "\u2713" : (verdict === "n" ? "\u2717" : "\u2013")} ${QUESTION_VERDICT[verdict]}` }),
-            differs ? el("span", { class: "badge changed", text: `changed: ${QUESTION_VERDICT[base[0]]} in the baseline` }) : null,
+            el("span", { class: "verdict", text: `${verdict === "a" ? "\u2713" : (verdict === "n" ? "\u2717" : "\u2013")} ${named(verdict)}` }),
+            differs ? el("span", { class: "badge changed", text: `changed: ${named(base[0])} in the baseline` }) : null,
             reason ? el("div", { class: "why", text: reason }) : null);
         });
         body.append(el("tr", {}, el("td", { class: "question", text }), ...cells));

@@ -415,6 +415,7 @@ class RunRecorder:
                     "duration_s": round(traffic.elapsed_s, 3),
                     "counts": counts,
                     "unscorable_items": compacted.unscorable_items,
+                    "coverage_bases": compacted.coverage_bases,
                     "unfinished": unfinished,
                     "hook_errors": self.manifest.hook_errors + hook_errors,
                     "means": score_means(compacted.tables["aggregates"]),
