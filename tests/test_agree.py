@@ -777,7 +777,7 @@ def test_the_readme_agreement_example_in_python_runs_and_prints_as_shown(
     for line, example in zip(lines[:-1], shown[:-1], strict=True):
         assert re.match(pattern, line), line
         assert re.match(pattern, example), example
-    assert lines[-1] == shown[-1] == "(18, 18)"  # 6 figures x 3 dimensions, 18 fields each
+    assert lines[-1] == shown[-1] == "(18, 19)"  # 6 figures x 3 dimensions, 19 fields each
 
 
 def test_the_readme_model_judge_example_runs_against_an_openai_compatible_server(

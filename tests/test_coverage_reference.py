@@ -10,6 +10,7 @@ recorded per item.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -30,17 +31,28 @@ import pytest
 from summeval_runner import (
     AnthropicJudge,
     AnthropicJudgeConfig,
+    AzureJudge,
+    AzureJudgeConfig,
     GoogleJudge,
     GoogleJudgeConfig,
     InputError,
     create_summarization_scorer,
+    run_evals,
     run_evals_sync,
     write_report,
 )
 from summeval_runner._cli import _app
 from summeval_runner._scorers._fences import fenced
 from tests.anthropic_server import AnthropicServer
-from tests.app import ENV, openai_run, run_app, run_command, summeval_compare, table
+from tests.app import (
+    ENV,
+    openai_run,
+    run_agree,
+    run_app,
+    run_command,
+    summeval_compare,
+    table,
+)
 from tests.browser import browser
 from tests.chat_server import ChatServer
 from tests.docs_pages import block
@@ -645,3 +657,209 @@ def test_a_reference_run_in_batch_mode_with_trials_and_transcripts(
         user = messages[-1]["content"]
         assert "KEY FACTS:" in user
         assert "Public transport" not in user  # the source never reaches the analyze call
+
+
+# --- summeval-agree: coverage against people, for each basis --------------------------------
+
+
+def _realsumm(path: Path, blank_row: int | None = None) -> Path:
+    """A REALSumm-style ratings file: three articles, four systems' summaries of each, the
+    articles' key facts and highlights, and each summary's LitePyramid recall."""
+    articles = [
+        (SOURCE, KEY_FACTS, REFERENCE),
+        ("Floods closed the main road for three days. Two bridges were damaged. Repairs will "
+         "cost 2 million euros.",
+         ["Floods closed the main road for three days.", "Two bridges were damaged.",
+          "Repairs will cost 2 million euros."],
+         "Floods closed the road for three days. Two bridges were damaged."),
+        ("The museum reopened in May after a two-year renovation. Visitors doubled in the first "
+         "month. The roof was replaced.",
+         ["The museum reopened in May.", "Visitors doubled in the first month.",
+          "The roof was replaced."],
+         "The museum reopened in May. Visitors doubled."),
+    ]  # fmt: skip
+    rows = []
+    for doc, (source, facts, reference) in enumerate(articles):
+        sentences = [s if s.endswith(".") else s + "." for s in source.split(". ")]
+        for system in range(4):
+            kept = sentences[: system % 3 + 1] if system < 3 else sentences[-1:]
+            rows.append(
+                {
+                    "doc_id": f"d{doc}",
+                    "system_id": f"s{system}",
+                    "source": source,
+                    "summary": " ".join(kept),
+                    "reference": reference,
+                    "key_facts": facts,
+                    "litepyramid_recall": len(kept) / 3 - 0.01 * system,
+                }
+            )
+    if blank_row is not None:
+        rows[blank_row]["key_facts"] = []
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_agreement_is_measured_on_the_rows_key_facts_and_compared_with_source_questions(
+    tmp_path: Path,
+) -> None:
+    ratings = _realsumm(tmp_path / "realsumm.jsonl")
+    common = ("human=realsumm", f"human.path={ratings}", "runner.progress=false")
+
+    drawn = run_agree(tmp_path / "drawn", *common)
+    facts = run_agree(
+        tmp_path / "facts", *common, "human.basis=key_facts",
+        f"agreement.baseline={tmp_path / 'drawn'}",
+    )  # fmt: skip
+
+    assert drawn.returncode == 0, drawn.stderr
+    assert facts.returncode == 0, facts.stderr
+    assert (
+        f"agreement of offline on key_facts with the human ratings in {ratings}, against the "
+        "baseline judge offline (paired: the same draws for both)"
+    ) in facts.stdout
+    figures = pd.read_parquet(tmp_path / "facts" / "agreement.parquet")
+    assert set(figures["coverage_basis"]) == {"key_facts"}
+    assert set(figures["dimension"]) == {"coverage"}
+    assert figures["difference"].notna().all()
+    assert set(table(tmp_path / "facts", "items")["coverage_basis"]) == {"key_facts"}
+    assert set(table(tmp_path / "drawn", "items")["coverage_basis"]) == {"source_questions"}
+    asked = table(tmp_path / "facts", "coverage")
+    assert set(asked["question"]) == {fact for row in _rows(ratings) for fact in row["key_facts"]}
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_basis_without_its_field_or_a_row_without_key_facts_exits_2_before_any_call(
+    tmp_path: Path,
+) -> None:
+    ratings = _realsumm(tmp_path / "realsumm.jsonl", blank_row=5)
+    common = ("human=realsumm", f"human.path={ratings}", "runner.progress=false")
+
+    unnamed = run_agree(
+        tmp_path / "unnamed", *common, "human.basis=key_facts", "human.fields.key_facts=null"
+    )
+    blank = run_agree(tmp_path / "blank", *common, "human.basis=key_facts")
+
+    assert unnamed.returncode == 2
+    assert "human.basis=key_facts measures coverage on each row's key_facts: name the field" in (
+        unnamed.stderr
+    )
+    assert blank.returncode == 2
+    assert (
+        f"{ratings} row 6: field 'key_facts' (human.fields.key_facts): key_facts is empty"
+        in blank.stderr
+    ), blank.stderr
+    assert not (tmp_path / "blank").exists()
+
+
+# --- Azure, a panel drawing a reference's key facts, the cache and resume --------------------
+
+
+def test_an_azure_deployment_judges_key_facts_and_a_reference(
+    chat_server: ChatServer, no_openai_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-test-coverage-6a1d3f")
+    for name in ("AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    chat_server.azure_deployments = {"judge-deployment"}
+    judge = AzureJudge(
+        AzureJudgeConfig(
+            name="judge-deployment", base_url=chat_server.azure_endpoint, api_version="2024-10-21"
+        )
+    )
+    scorer = create_summarization_scorer(judge)
+
+    facts = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=KEY_FACTS)
+    drawn = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=REFERENCE)
+
+    assert (facts.status, facts.coverage_basis) == ("scored", "key_facts")
+    assert (drawn.status, drawn.coverage_basis) == ("scored", "reference")
+    assert [r.step for r in chat_server.requests] == [
+        "claims", "analyze", "reason", "key_facts", "analyze", "reason",
+    ]  # fmt: skip
+    assert all("/openai/deployments/judge-deployment/" in r.path for r in chat_server.requests)
+
+
+@pytest.mark.usefixtures("key")
+def test_a_panels_first_judge_draws_the_references_key_facts_and_every_judge_asks_them(
+    chat_server: ChatServer,
+) -> None:
+    scorer = create_summarization_scorer(
+        {"provider": "panel", "judges": [openai_settings(chat_server), "offline"]}
+    )
+
+    result = scorer.run_sync(input=SOURCE, output=SUMMARY, ground_truth=REFERENCE)
+
+    assert (result.status, result.coverage_basis) == ("scored", "reference")
+    drawn = (
+        "The council approved a 1,200 million euro budget.",
+        "Three new schools will be funded.",
+        "Fares will not rise.",
+    )
+    assert [m.asked_questions for m in result.panel] == [drawn, drawn]
+    assert [r.step for r in chat_server.requests] == ["key_facts", "analyze", "reason"]
+
+
+@pytest.mark.usefixtures("key")
+def test_a_rerun_of_key_facts_is_answered_by_the_cache_and_another_basis_is_not(
+    tmp_path: Path, news: Path, chat_server: ChatServer
+) -> None:
+    options = (
+        "dataset.fields.input=article",
+        "target=precomputed",
+        "dataset.fields.key_facts=facts",
+    )
+    first = run_app(tmp_path / "first", *openai_run(chat_server.base_url, news, *options), env=ENV)
+    sent = len(chat_server.requests)
+    again = run_app(tmp_path / "again", *openai_run(chat_server.base_url, news, *options), env=ENV)
+    # Another basis is another request: not answered by the key facts' replies.
+    other = run_app(
+        tmp_path / "other",
+        *openai_run(
+            chat_server.base_url, news, *options[:2], "dataset.fields.reference=highlights"
+        ),
+        env=ENV,
+    )
+
+    assert first.returncode == again.returncode == other.returncode == 0, other.stderr
+    assert sent > 0
+    assert len(chat_server.requests) > sent  # the reference run sent its own
+    again_sent = [r for r in chat_server.requests[sent:] if r.step == "claims"]
+    assert len(again_sent) == 0  # the rerun's claims came from the cache
+    assert table(tmp_path / "again", "items")["score"].tolist() == (
+        table(tmp_path / "first", "items")["score"].tolist()
+    )
+    assert set(table(tmp_path / "other", "items")["coverage_basis"]) == {"reference"}
+
+
+def test_a_run_stopped_midway_resumes_on_the_same_key_facts(tmp_path: Path) -> None:
+    scorer = create_summarization_scorer("offline", {"max_questions": 2})
+    data = [
+        {"id": f"d{i}", "input": SOURCE, "output": SUMMARY, "ground_truth": KEY_FACTS[: i + 1]}
+        for i in range(3)
+    ]
+
+    async def stopped_after_one() -> Any:
+        stop = asyncio.Event()
+        return await run_evals(
+            scorers=[scorer],
+            data=data,
+            on_item_complete=lambda item: stop.set(),  # as Ctrl-C does in the app
+            output_dir=tmp_path / "run",
+            stop=stop,
+            max_items_in_flight=1,
+        )
+
+    interrupted = asyncio.run(stopped_after_one())
+    resumed = run_evals_sync(scorers=[scorer], data=data, output_dir=tmp_path / "run", resume=True)
+
+    assert (interrupted.status, interrupted.counts.total) == ("interrupted", 1)
+    assert (resumed.status, resumed.counts.total) == ("completed", 3)
+    items = table(tmp_path / "run", "items").set_index("item_id")
+    assert items["coverage_basis"].tolist() == ["key_facts"] * 3
+    assert items.loc[["d0", "d1", "d2"], "questions"].tolist() == [1, 2, 3]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["coverage_bases"] == {"key_facts": 3}

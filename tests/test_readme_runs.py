@@ -543,6 +543,27 @@ def test_the_loopback_judge_serves_a_run_with_no_key_and_no_network(tmp_path: Pa
     assert "stopped after 15 requests" in said
 
 
+def test_the_realsumm_agreement_commands_run_from_the_repositorys_root_beside_shared(
+    tmp_path: Path,
+) -> None:
+    """The three bases' commands as written, from a repository beside ``shared/``, on rows of
+    the development set's shape (tests/test_coverage_reference.py's small REALSumm file)."""
+    from tests.test_coverage_reference import _realsumm
+
+    repo, data = tmp_path / "summeval_runner", tmp_path / "shared" / "data"
+    repo.mkdir()
+    data.mkdir(parents=True)
+    _realsumm(data / "realsumm_dev.jsonl")
+
+    drawn, facts, reference = run_block(block("bash", "human=realsumm human.path="), repo)
+
+    assert "agreement of offline with the human ratings in" in drawn.stdout
+    assert "agreement of offline on key_facts with the human ratings in" in facts.stdout
+    assert "agreement of offline on reference with the human ratings in" in reference.stdout
+    for done in (facts, reference):
+        assert "against the baseline judge offline (paired: the same draws for both)" in done.stdout
+
+
 # --- the list is whole ------------------------------------------------------------------------
 
 AGREE = "test_the_agreement_commands_run_from_the_repositorys_root_beside_shared"
@@ -568,6 +589,9 @@ RUN_HERE = {
     'DatasetFile("news.jsonl"': "test_the_dataset_file_example_runs",
     "report_target_usage(\n": "test_the_agent_usage_example_reports_what_its_calls_cost",
     "summeval-cache info": "test_the_cache_commands_run",
+    "human=realsumm human.path=": (
+        "test_the_realsumm_agreement_commands_run_from_the_repositorys_root_beside_shared"
+    ),
     "dataset.fields.key_facts=facts": (
         "tests/test_coverage_reference.py::test_the_coverage_pages_first_command_runs_as_written"
     ),

@@ -36,7 +36,7 @@ from summeval_runner._errors import ConfigError
 from summeval_runner._io._agreement import AGREEMENT, agreement_rows, figure_note
 from summeval_runner._io._ratings import DIMENSIONS, HumanRatings, HumanTarget
 from summeval_runner._io._report import write_report
-from summeval_runner._runner._agreement import check_resamples, judge_agreement
+from summeval_runner._runner._agreement import check_resamples, judge_agreement, judged_label
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult
 from summeval_runner._scorers._summarization import SummarizationScorer
@@ -156,6 +156,10 @@ def human_ratings(human: DictConfig) -> HumanRatings:
         targets=targets,
         format=human.format,
         limit=human.limit,
+        key_facts=fields.key_facts,
+        questions=fields.questions,
+        reference=fields.reference,
+        basis=human.basis,
     )
 
 
@@ -203,7 +207,10 @@ def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
         return "no agreement figure could be computed"
     first = rows[0]
     compared = first.get("baseline")
-    title = f"agreement of {first['judge']} with the human ratings in {first['ratings_path']}"
+    judged = judged_label(
+        str(first["judge"]), str(first.get("coverage_basis") or "source_questions")
+    )
+    title = f"agreement of {judged} with the human ratings in {first['ratings_path']}"
     if compared:
         title += f", against the baseline judge {compared} (paired: the same draws for both)"
     width = max(len("human rating"), *(len(str(r["rating"])) for r in rows))

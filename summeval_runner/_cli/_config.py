@@ -145,6 +145,13 @@ class HumanFieldsConfig:
     system: str | None = None
     # The field holding each rating's id; null: ids from the texts.
     id: str | None = None
+    # The field of each row's key facts (a list of strings, or one string of lines), read when
+    # human.basis=key_facts.
+    key_facts: str | None = None
+    # The field of each row's closed questions, read when human.basis=questions.
+    questions: str | None = None
+    # The field of each row's reference summary, read when human.basis=reference.
+    reference: str | None = None
 
 
 @dataclass
@@ -156,6 +163,9 @@ class HumanConfig:
     # Hold the judge against only the first N ratings; null: all of them.
     limit: int | None = None
     fields: HumanFieldsConfig = field(default_factory=HumanFieldsConfig)
+    # What coverage is measured on: source_questions (drawn by the judge from the source), or
+    # each row's key_facts, questions or reference (from human.fields.<basis>).
+    basis: str = "source_questions"
     # alignment, coverage and score, each {ratings: [column, ...], binary: false}: held against
     # one rating, or the mean of several; a binary label (0/1) when binary is true. Checked by
     # _agree.human_ratings (a typed node would refuse +human.against.coverage={...}).

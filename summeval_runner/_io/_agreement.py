@@ -60,6 +60,8 @@ class AgreementFigure:
     difference: float | None = None
     difference_ci_low: float | None = None
     difference_ci_high: float | None = None
+    # What the judge's coverage was measured on (HumanRatings.basis): its figures are of that.
+    coverage_basis: str = "source_questions"
 
 
 def _described(name: str, kind: pa.DataType, description: str, nullable: bool = True) -> pa.Field:
@@ -86,6 +88,8 @@ AGREEMENT_SCHEMA = pa.schema(
         _described("difference", pa.float64(), "this judge's figure minus the baseline's"),
         _described("difference_ci_low", pa.float64(), "paired 95% interval: low end"),
         _described("difference_ci_high", pa.float64(), "paired 95% interval: high end"),
+        _described("coverage_basis", pa.string(), "what coverage was measured on: "
+                   "source_questions, or each row's key_facts, questions or reference", False),
         _described("ratings_path", pa.string(), "the ratings file", False),
         _described("ratings_sha256", pa.string(), "SHA-256 of the ratings file's bytes", False),
         _described("resamples", pa.int64(), "bootstrap draws of the sources per interval", False),
@@ -111,6 +115,7 @@ def agreement_figures(
     baseline_label: str | None = None,
     resamples: int = 1000,
     seed: int = 0,
+    coverage_basis: str = "source_questions",
 ) -> tuple[AgreementFigure, ...]:
     """Every figure for every target: ``rated`` rows whose dimension was judged (in ``scores``,
     and in ``baseline`` when given, so both are computed on the same rows)."""
@@ -172,6 +177,7 @@ def agreement_figures(
                     difference=diff.value if diff is not None else None,
                     difference_ci_low=diff.ci_low if diff is not None else None,
                     difference_ci_high=diff.ci_high if diff is not None else None,
+                    coverage_basis=coverage_basis,
                 )
             )
     return tuple(figures)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from summeval_runner._errors import InputError
 from summeval_runner._io._datasets import (
     DatasetError,
     IdAllocator,
@@ -22,6 +23,8 @@ from summeval_runner._io._datasets import (
     detect_format,
     file_sha256,
 )
+from summeval_runner._judges._protocol import COVERAGE_BASES, CoverageBasis
+from summeval_runner._scorers._reference import coverage_reference
 
 Dimension = Literal["alignment", "coverage", "score"]
 DIMENSIONS: tuple[Dimension, ...] = get_args(Dimension)
@@ -88,6 +91,9 @@ class RatedSummary:
     # Each rating a target names, as a number (a binary label as 0.0 or 1.0).
     ratings: Mapping[str, float]
     row: int
+    # What the summary's coverage is measured on, when not the source's questions: the row's
+    # key facts, questions or reference summary, as an item's ground truth ({kind: value}).
+    ground_truth: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,12 @@ class HumanRatings:
     field naming the system that wrote each summary, for system-level correlations. ``id`` a
     field of unique row ids (else ids are generated from the texts). ``targets``: what each
     dimension is held against; SummEval's by default.
+
+    ``basis`` is what coverage is measured on (SPEC §1.7): ``source_questions`` (drawn by the
+    judge from the source), or each row's ``key_facts``, ``questions`` or ``reference`` summary,
+    from the field of that name (REALSumm's rows hold the human key facts and the reference).
+    Each basis is one agreement run; two runs on the same ratings compare as judges do
+    (``baseline``), paired on the same draws.
     """
 
     path: Path
@@ -111,9 +123,22 @@ class HumanRatings:
     targets: tuple[HumanTarget, ...] = SUMMEVAL_TARGETS
     format: str = "auto"
     limit: int | None = None
+    key_facts: str | None = None
+    questions: str | None = None
+    reference: str | None = None
+    basis: CoverageBasis = "source_questions"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
+        if self.basis not in COVERAGE_BASES:
+            raise RatingsError(
+                f"human.basis must be one of {', '.join(COVERAGE_BASES)}, got {self.basis!r}"
+            )
+        if self.basis != "source_questions" and self.basis_field is None:
+            raise RatingsError(
+                f"human.basis={self.basis} measures coverage on each row's {self.basis}: name "
+                f"the field that holds them (human.fields.{self.basis}=...)"
+            )
         object.__setattr__(self, "targets", tuple(self.targets))
         if not self.targets:
             raise RatingsError("human.against: hold at least one dimension against a rating")
@@ -131,6 +156,14 @@ class HumanRatings:
                     )
         if self.limit is not None and self.limit < 2:
             raise RatingsError(f"human.limit must be >= 2 or null, got {self.limit}")
+
+    @property
+    def basis_field(self) -> str | None:
+        """The field the basis reads (None for the source's questions, or a field not named)."""
+        if self.basis == "source_questions":
+            return None
+        field: str | None = getattr(self, self.basis)
+        return field
 
     def sha256(self) -> str:
         """The SHA-256 of the file's bytes: two agreements pair only on the same ratings."""
@@ -169,7 +202,10 @@ class HumanRatings:
             }
             raw_id = _label(row, self.id, "human.fields.id", where)
             item_id = ids.assign(raw_id, source, summary, where=where, position=number)
-            rows.append(RatedSummary(item_id, source, summary, group, system, ratings, number))
+            truth = self._ground_truth(row, where)
+            rows.append(
+                RatedSummary(item_id, source, summary, group, system, ratings, number, truth)
+            )
             if self.limit is not None and len(rows) >= self.limit:
                 break
         if len(rows) < 2:
@@ -179,6 +215,19 @@ class HumanRatings:
             )
         self._check_groups(rows)
         return tuple(rows)
+
+    def _ground_truth(self, row: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+        """The row's key facts, questions or reference as a ground truth, checked as the
+        scorer reads it; None when coverage is measured on the source's questions."""
+        name = self.basis_field
+        if name is None:
+            return None
+        truth: dict[str, Any] = {self.basis: row.get(name)}
+        try:
+            coverage_reference(truth, where=f"{where}: field {name!r} (human.fields.{self.basis})")
+        except InputError as error:
+            raise RatingsError(str(error)) from None
+        return truth
 
     def _check_groups(self, rows: list[RatedSummary]) -> None:
         if self.group is None:

@@ -54,6 +54,8 @@ class AgreementResult:
     scores: Mapping[str, Mapping[str, float | None]]
     ratings_sha256: str
     run: EvalRunResult
+    # What coverage was measured on (HumanRatings.basis).
+    coverage_basis: str = "source_questions"
 
     def figure(
         self, dimension: str, statistic: str = "spearman", level: str = "summary"
@@ -114,6 +116,7 @@ async def judge_agreement(
     chosen = scorer if scorer is not None else create_summarization_scorer("offline")
     base = _baseline(baseline, sha256, [row.id for row in rated])
     label = chosen.judge.name if isinstance(chosen.judge, JudgePanel) else judge_name(chosen.judge)
+    basis = human.basis
     run = await run_evals(
         scorers=[chosen],
         data=[_item(row) for row in rated],
@@ -139,6 +142,7 @@ async def judge_agreement(
             baseline_label=base[1] if base is not None else None,
             resamples=resamples,
             seed=seed,
+            coverage_basis=basis,
         )
         if run.status == "completed"
         else ()
@@ -159,6 +163,7 @@ async def judge_agreement(
         scores=scores,
         ratings_sha256=sha256,
         run=run,
+        coverage_basis=basis,
     )
 
 
@@ -183,7 +188,16 @@ def _item(row: RatedSummary) -> dict[str, Any]:
         metadata["group"] = row.group
     if row.system is not None:
         metadata["system"] = row.system
-    return {"id": row.id, "input": row.source, "output": row.summary, "metadata": metadata}
+    item = {"id": row.id, "input": row.source, "output": row.summary, "metadata": metadata}
+    if row.ground_truth is not None:
+        item["ground_truth"] = row.ground_truth
+    return item
+
+
+def judged_label(judge: str, basis: str) -> str:
+    """A judge as an agreement names it: with what its coverage was measured on, unless that
+    was the source's questions (``offline``, ``offline on key_facts``)."""
+    return judge if basis == "source_questions" else f"{judge} on {basis}"
 
 
 def _scores(run: EvalRunResult) -> Scores:
@@ -226,7 +240,8 @@ def _baseline(
     if baseline is None:
         return None
     if isinstance(baseline, AgreementResult):
-        scores, label, base_sha = baseline.scores, baseline.judge, baseline.ratings_sha256
+        scores, base_sha = baseline.scores, baseline.ratings_sha256
+        label = judged_label(baseline.judge, baseline.coverage_basis)
         where = "the baseline"
     else:
         run_dir = Path(baseline)
@@ -234,7 +249,9 @@ def _baseline(
         if table.empty:
             raise InputError(f"{run_dir}/agreement.parquet holds no figure to compare with")
         scores = read_scores(run_dir)
-        label = str(table["judge"].iloc[0])
+        # Files written before the basis was recorded measured on the source's questions.
+        basis = table["coverage_basis"].iloc[0] if "coverage_basis" in table else None
+        label = judged_label(str(table["judge"].iloc[0]), str(basis or "source_questions"))
         base_sha = str(table["ratings_sha256"].iloc[0])
         where = str(run_dir)
     if base_sha != sha256:
