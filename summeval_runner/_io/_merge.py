@@ -371,6 +371,10 @@ class _AskedQuestions:
                 continue
             if outcome.scorer_id not in self._sharing:
                 continue
+            if result.coverage_basis != "source_questions":
+                # The data's own key facts or questions (or a reference's, shared by reference,
+                # not by source): not a set drawn for the source.
+                continue
             key = (outcome.scorer_id, source_fingerprint(result.source))
             # A hash of the set: compared within this process only, so Python's salted hash
             # serves, at 8 bytes a source.

@@ -144,7 +144,8 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                 described(
                     "flag_spans",
                     _parquet_list(FLAG_SPAN_TYPE),
-                    "where each flag matched: check, text (summary or source), start and end "
+                    "where each flag matched: check, text (summary, source, or the item's "
+                    "key_facts, questions or reference), start and end "
                     "characters, and the match (cut at 200 characters)",
                     nullable=False,
                 ),

@@ -38,7 +38,8 @@ _SPAN_CHARS = 200
 
 
 class FlagSpan(BaseModel):
-    """Where a check matched: the check, the text (``summary`` or ``source``), the characters
+    """Where a check matched: the check, the text (``summary``, ``source``, or the item's own
+    ``key_facts``, ``questions`` or ``reference``, their lines joined), the characters
     ``start`` to ``end`` of it, and what they hold (cut at 200 characters)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
