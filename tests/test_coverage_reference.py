@@ -43,6 +43,7 @@ from summeval_runner import (
     write_report,
 )
 from summeval_runner._cli import _app
+from summeval_runner._judges._offline import OfflineJudge, OfflineSettings
 from summeval_runner._scorers._fences import fenced
 from tests.anthropic_server import AnthropicServer
 from tests.app import (
@@ -886,3 +887,24 @@ def test_a_key_fact_that_addresses_the_judge_is_flagged_and_cannot_leave_its_fen
     fenced_facts = fenced(sent, "key_facts")
     assert fenced_facts is not None
     assert len(fenced_facts.splitlines()) == 2
+
+
+def test_a_key_fact_needs_most_of_its_words_where_a_question_needs_half() -> None:
+    # Two of the fact's three content words are in the summary ("council", "budget"), the third
+    # ("approved") is not: a question is answered by half; a key fact needs key_fact_recall.
+    fact = "The council approved the budget."
+    summary = "The council discussed the budget."
+    scorer = create_summarization_scorer("offline")
+
+    as_fact = scorer.run_sync(input=SOURCE, output=summary, ground_truth={"key_facts": [fact]})
+    as_question = scorer.run_sync(input=SOURCE, output=summary, ground_truth={"questions": [fact]})
+    lenient = create_summarization_scorer(
+        OfflineJudge(OfflineSettings(key_fact_recall=0.5))
+    ).run_sync(input=SOURCE, output=summary, ground_truth={"key_facts": [fact]})
+
+    assert as_fact.coverage_score == 0.0
+    assert as_question.coverage_score == 1.0
+    assert lenient.coverage_score == 1.0
+    assert lenient.judge == "offline(key_fact_recall=0.5)"
+    with pytest.raises(ValueError, match=r"key_fact_recall must be between 0 and 1, got 1\.5"):
+        OfflineSettings(key_fact_recall=1.5)
