@@ -1,8 +1,13 @@
 """The secrets this process knows, and their removal from whatever it writes or prints.
 
-A secret is known from two sources: the values registered when they are read (a judge's or an
-agent's API key, the credentials inside a base URL), and the environment variables whose names
-say they hold one (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``). ``scrub`` replaces
+A secret is known from three sources: the values registered when they are read (a judge's or
+an agent's API key, from its provider's variable or the one ``api_key_env`` names; the
+credentials inside a base URL); the provider key variables, read or not
+(``PROVIDER_KEY_VARIABLES``); and, among the other variables whose names say they may hold one
+(``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``), the values shaped like a credential
+(``credential_shaped``: no space, 16 characters or more, letters and digits). An ordinary word
+in such a variable (``CACHE_KEY=approved``) is not a secret: scrubbed, it would rewrite that
+word wherever the data holds it. ``scrub`` replaces
 every known secret in text about to reach the disk or the screen: the last line of defence, for
 a key that arrives where nobody expects it (a server that echoes the ``Authorization`` header
 into an error body, a reply quoted in ``error_raw_reply``). ``redact_url`` shows a URL without
@@ -39,6 +44,22 @@ MIN_SECRET_LENGTH = 8
 # Keys whose values are secrets. "api_key_env" names a variable and is kept: it is not the key.
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)$", re.IGNORECASE)
 _SECRET_VARIABLE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+# The variables the providers' SDKs read credentials from: scrubbed whether or not this run
+# reads them (a key in the environment of a run judged offline is still a key).
+PROVIDER_KEY_VARIABLES = frozenset(
+    {
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_OPENAI_AD_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+    }
+)
+# A credential's shape: one run of 16 or more characters with no space, holding letters and
+# digits (API keys, tokens, generated passwords); not a word, a phrase or a short setting.
+_CREDENTIAL_SHAPE = re.compile(r"(?=[^\s]*[A-Za-z])(?=[^\s]*[0-9])[^\s]{16,}")
 # Query parameters that carry a credential (key=, api_key=, token=, access_token=, sig=, ...).
 _SECRET_PARAMETER = re.compile(r"key|token|secret|passw|auth|sig|credential", re.IGNORECASE)
 # The user information of a URL in text: "scheme://user:password@". Neither it nor a query
@@ -135,9 +156,29 @@ def known_secrets() -> dict[str, str]:
     with _lock:
         forms = dict(_registered)
     for name, value in os.environ.items():
-        if _SECRET_VARIABLE.search(name) and len(value) >= MIN_SECRET_LENGTH:
+        if _secret_variable(name, value):
             forms.setdefault(value, REDACTED)
     return dict(sorted(forms.items(), key=lambda item: len(item[0]), reverse=True))
+
+
+def credential_shaped(value: str) -> bool:
+    """Whether ``value`` looks like a credential rather than a word: no space, 16 characters or
+    more, letters and digits.
+
+    >>> credential_shaped("sk-proj-4f0c2b9e77a1"), credential_shaped("approved")
+    (True, False)
+    """
+    return _CREDENTIAL_SHAPE.fullmatch(value) is not None
+
+
+def _secret_variable(name: str, value: str) -> bool:
+    """Whether an environment variable's value is scrubbed without being registered: a provider
+    key variable's, or a credential-shaped value of a variable whose name says it may hold one."""
+    if len(value) < MIN_SECRET_LENGTH:
+        return False
+    if name.upper() in PROVIDER_KEY_VARIABLES:
+        return True
+    return _SECRET_VARIABLE.search(name) is not None and credential_shaped(value)
 
 
 def _forms(secrets: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

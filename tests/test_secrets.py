@@ -390,3 +390,31 @@ def test_a_query_credential_is_scrubbed_however_the_client_encodes_it() -> None:
     # The client sends "/" unescaped; a log may show it decoded.
     assert scrub("GET /v1/?sig=zq9Sas%2Bab/cd%3D") == "GET /v1/?sig=***"
     assert scrub("sig is zq9Sas+ab/cd=") == "sig is ***"
+
+
+def test_an_ordinary_word_in_a_secret_named_variable_is_the_datas_not_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44 pt 3: CACHE_KEY=approved rewrote every "approved" of the data as ***. A value
+    in a variable whose name says KEY, TOKEN, SECRET or PASSWORD is scrubbed when the run reads
+    it as a key, when the variable is a provider's, or when it has a credential's shape."""
+    token = "ghp" + secrets.token_hex(12)  # letters and digits, no space: a credential's shape
+    env = {
+        "CACHE_KEY": "approved",
+        "DEPLOY_TOKEN": token,
+        "ANTHROPIC_API_KEY": "plainwordsonly",  # a provider's variable: scrubbed whatever it is
+    }
+    run_dir = tmp_path / "run"
+
+    done = run_app(run_dir, "dataset.limit=3", "runner.progress=false", env=env)
+
+    assert done.returncode == 0, done.stderr
+    items = table(run_dir, "items")
+    assert items["source"].str.contains("approved").any()  # the sample's own word, kept
+    assert not items["source"].str.contains(r"\*\*\*", regex=True).any()
+    journal = (run_dir / "journal.jsonl").read_text(encoding="utf-8")
+    assert "approved" in journal
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert scrub(f"deploy with {token}, key plainwordsonly") == "deploy with ***, key ***"
+    assert scrub("the budget was approved") == "the budget was approved"
