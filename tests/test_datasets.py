@@ -230,7 +230,10 @@ def test_only_what_the_scorer_reads_is_checked() -> None:
     measured against: tests/test_coverage_reference.py)."""
     record = {"doc": 7, "text": SOURCE}
     extractor = create_summarization_scorer(
-        FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []}),
+        FakeJudge(
+            preprocess={"alignment": [], "questions": ["q"]},
+            analyze={"coverage": [{"answered": True, "reason": "r"}]},
+        ),
         {"source_extractor": lambda input, output: input["text"]},
     )
     by_extractor = run_evals_sync(

@@ -60,7 +60,10 @@ def test_judge_requests_in_flight_are_bounded() -> None:
 
 
 def test_a_rate_limit_paces_requests_evenly() -> None:
-    judge = FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []})
+    judge = FakeJudge(
+        preprocess={"alignment": [], "questions": ["q"]},
+        analyze={"coverage": [{"answered": True, "reason": "r"}]},
+    )
     limited = LimitedJudge(judge, max_in_flight=50, requests_per_minute=1200)  # two per 100 ms
     data = [{"id": str(i), "input": "Source.", "output": "Summary."} for i in range(4)]
     sent: list[float] = []
@@ -148,7 +151,10 @@ class Throttling(FakeJudge):
 
 
 def preprocess_request() -> JudgeRequest:
-    judge = FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []})
+    judge = FakeJudge(
+        preprocess={"alignment": [], "questions": ["q"]},
+        analyze={"coverage": [{"answered": True, "reason": "r"}]},
+    )
     scorer = create_summarization_scorer(judge)
     scorer.run_sync(input="Source.", output="Summary.")
     return judge.requests[0]

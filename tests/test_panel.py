@@ -392,7 +392,11 @@ def scripted_judge(name: str, *, supported: bool, answered: tuple[bool, ...]) ->
         return {"alignment": claims, "questions": [f"q{i}?" for i in range(len(answered))]}
 
     def analyze(request: JudgeRequest) -> dict[str, Any]:
-        return {"coverage": [{"answered": a, "reason": "r"} for a in answered]}
+        # One verdict per question asked (a reply of another count is asked again): ``answered``
+        # in order, then "not answered" for the questions past it.
+        asked = len(request.payload.questions)  # type: ignore[union-attr]
+        verdicts = [answered[i] if i < len(answered) else False for i in range(asked)]
+        return {"coverage": [{"answered": a, "reason": "r"} for a in verdicts]}
 
     judge = FakeJudge(preprocess=preprocess, analyze=analyze)
     judge.name = name  # type: ignore[misc]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import time
@@ -460,7 +461,21 @@ class SummarizationScorer(AsyncClosing):
         try:
             preprocess, shared = await self._preprocess(summary, source, reference, meter, draw)
             asked = asked_questions(preprocess.questions, self.options.max_questions, basis)
-            answers = await self._ask(AnalyzeInput(summary, asked, basis), AnalyzeReply, meter)
+            answers = await self._ask(
+                AnalyzeInput(summary, asked, basis),
+                AnalyzeReply,
+                meter,
+                check=functools.partial(_verdicts_for, len(asked)),
+            )
+            if asked and not answers.coverage:
+                # No verdict at all is the judge's failure, never a coverage of 0.
+                raise JudgeOutputError(
+                    f"the judge's analyze reply held no verdict for the {len(asked)} questions "
+                    f"after {self.options.max_reasks + 1} attempts",
+                    step="analyze",
+                    raw_reply=answers.model_dump_json(),
+                    attempts=self.options.max_reasks + 1,
+                )
             analyze = AnalyzeStepResult(
                 coverage=tuple(
                     QuestionVerdict(question=question, answered=v.answered, reason=v.reason)
@@ -639,11 +654,15 @@ class SummarizationScorer(AsyncClosing):
         meter: _Meter,
         *,
         insist: type[_Output] | None = None,
+        check: Callable[[_Output], str | None] | None = None,
     ) -> _Output:
         """One step: call the judge, validate the reply, re-ask a bounded number of times.
 
         ``insist``: a stricter shape the reply is re-asked for; the last reply is taken as
-        ``output_type`` if it fits that (a draw of no question, kept under the spec's rule)."""
+        ``output_type`` if it fits that (a draw of no question, kept under the spec's rule).
+        ``check``: what is wrong with a reply that fits the schema (an analyze reply with
+        another number of verdicts than questions), re-asked like one that does not fit while
+        a re-ask is left; the last reply is returned as it is, for the caller to judge."""
         # Fresh per request: no text can predict it, so none can close its fence.
         marker = new_marker()
         step, messages = _render(payload, marker)
@@ -717,6 +736,10 @@ class SummarizationScorer(AsyncClosing):
                     parsed = shape.model_validate(reply.content)
             except ValidationError as invalid:
                 problem = _describe(invalid)
+            if parsed is not None and check is not None and attempt < attempts:
+                wrong = check(parsed)
+                if wrong is not None:
+                    parsed, problem = None, wrong
             if meter.exchanges is not None:
                 meter.exchanges.append(
                     self._exchange(
@@ -851,6 +874,17 @@ def _render(payload: StepInput, marker: str) -> tuple[Step, tuple[PromptMessage,
     if isinstance(payload, AnalyzeInput):
         return "analyze", analyze_messages(payload, marker)
     return "reason", reason_messages(payload, marker)
+
+
+def _verdicts_for(questions: int, reply: AnalyzeReply) -> str | None:
+    """Why an analyze reply does not answer its questions one by one: it holds another number
+    of verdicts (asked again; a reply still a few short counts them unanswered, SPEC §1.3)."""
+    if len(reply.coverage) == questions:
+        return None
+    return (
+        f"coverage holds {len(reply.coverage)} verdicts for {questions} questions: write one "
+        "verdict per numbered question, in order"
+    )
 
 
 def _failed_step(
