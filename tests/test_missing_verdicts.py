@@ -10,6 +10,7 @@ is the judge's error, never a 0.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,20 @@ def test_a_run_whose_judge_writes_no_verdict_fails_instead_of_scoring_coverage_0
     assert items["score"].isna().all()
     assert set(items["error_step"]) == {"analyze"}
     assert "3 items: 0 scored" in done.stdout
+
+
+def test_items_still_short_after_their_re_asks_are_counted_in_the_summary_and_manifest(
+    tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _analyze_replies(monkeypatch, 2)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+
+    done = run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), env=ENV)
+
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert "0 hook errors; 3 with verdicts missing after re-asks (counted unanswered)" in first
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["verdicts_missing"] == 3
+    coverage = table(tmp_path / "run", "coverage")
+    assert coverage.groupby("item_id")["verdict_missing"].sum().tolist() == [1, 1, 1]

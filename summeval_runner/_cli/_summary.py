@@ -23,13 +23,20 @@ def counts_line(manifest: Manifest) -> str:
     """The run's items by how they ended. Unfinished items and hook errors are shown even when
     0: a reader of a nightly log should not have to infer that nothing was lost."""
     counts = manifest.counts or RunCounts()
-    return (
+    line = (
         f"{counts.total} items: {counts.scored} scored, "
         f"{counts.blank_summaries} blank summaries (scored 0), "
         f"{counts.unscorable} unscorable{_unscorable_named(manifest)}, "
         f"{counts.errors} errors; {manifest.unfinished or 0} unfinished; "
         f"{manifest.hook_errors} hook errors"
     )
+    if manifest.verdicts_missing:
+        # Shown when some are: a judge that left verdicts out lowered those items' coverage.
+        line += (
+            f"; {manifest.verdicts_missing} with verdicts missing after re-asks (counted "
+            "unanswered)"
+        )
+    return line
 
 
 def _unscorable_named(manifest: Manifest) -> str:

@@ -452,6 +452,7 @@ class RunWriter:
         unscorable: list[str] = []
         flagged = 0
         bases: Counter[str] = Counter()
+        verdicts_missing = 0
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in schemas}
         waiting: dict[str, list[pa.Table]] = {name: [] for name in schemas}
 
@@ -486,6 +487,7 @@ class RunWriter:
                 flagged += record.flagged
                 noise.add(record)
                 built = rows_of(record, run_id=run_id, variant=variant, metadata=metadata)
+                verdicts_missing += any(row["verdict_missing"] for row in built["coverage"])
                 for name, table in built.items():
                     rows[name] += table
                     if name == "items":
@@ -523,6 +525,7 @@ class RunWriter:
             noise=noise,
             unscorable_items=tuple(unscorable),
             coverage_bases=dict(sorted(bases.items())),
+            verdicts_missing=verdicts_missing,
         )
 
 
@@ -600,6 +603,8 @@ class Compacted:
     # Items per coverage basis (source_questions, key_facts, questions, reference): what each
     # summarization item's coverage was measured on (its first trial's row).
     coverage_bases: dict[str, int] = field(default_factory=dict)
+    # Items whose judge left verdicts out even after its re-asks: counted unanswered (SPEC §1.3).
+    verdicts_missing: int = 0
 
 
 @contextlib.contextmanager

@@ -441,6 +441,10 @@ class Manifest(_Part):
     # source), key_facts, questions (the items' own) or reference (key facts drawn from the
     # item's reference summary). None: a run recorded before it was (source questions only).
     coverage_bases: dict[str, int] | None = None
+    # Items whose judge left coverage verdicts out even after its re-asks: their missing
+    # verdicts count as unanswered (SPEC §1.3; verdict_missing in coverage.parquet). None: a
+    # run recorded before it was counted.
+    verdicts_missing: int | None = None
     unfinished: int | None = None
     hook_errors: int = 0
     means: dict[str, float | None] = {}

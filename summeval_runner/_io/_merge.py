@@ -314,6 +314,7 @@ def merge_runs(
                 compacted.noise.panel(),
                 compacted.unscorable_items,
                 compacted.coverage_bases,
+                compacted.verdicts_missing,
             ),
         )
         if out.exists():
@@ -438,6 +439,7 @@ def _write_manifest(
     panel: PanelDisagreement | None = None,
     unscorable_items: tuple[str, ...] = (),
     coverage_bases: dict[str, int] | None = None,
+    verdicts_missing: int | None = None,
 ) -> Manifest:
     first = runs[0].manifest
     config = dict(first.config)
@@ -482,6 +484,7 @@ def _write_manifest(
         counts=merged.counts,
         unscorable_items=unscorable_items,
         coverage_bases=coverage_bases,
+        verdicts_missing=verdicts_missing,
         unfinished=merged.missing_items,
         hook_errors=sum(run.manifest.hook_errors for run in runs),
         means=score_means(building / merged.tables["aggregates"].name),

@@ -416,6 +416,7 @@ class RunRecorder:
                     "counts": counts,
                     "unscorable_items": compacted.unscorable_items,
                     "coverage_bases": compacted.coverage_bases,
+                    "verdicts_missing": compacted.verdicts_missing,
                     "unfinished": unfinished,
                     "hook_errors": self.manifest.hook_errors + hook_errors,
                     "means": score_means(compacted.tables["aggregates"]),
