@@ -908,3 +908,26 @@ def test_a_key_fact_needs_most_of_its_words_where_a_question_needs_half() -> Non
     assert lenient.judge == "offline(key_fact_recall=0.5)"
     with pytest.raises(ValueError, match=r"key_fact_recall must be between 0 and 1, got 1\.5"):
         OfflineSettings(key_fact_recall=1.5)
+
+
+def test_a_list_written_as_text_in_a_csv_cell_is_refused_not_read_as_one_key_fact(
+    tmp_path: Path, news: Path
+) -> None:
+    frame = pd.read_csv(news)
+    frame["facts"] = [str(KEY_FACTS), str(KEY_FACTS[:2])]  # as pandas writes a list to CSV
+    frame.to_csv(news, index=False)
+
+    done = run_app(
+        tmp_path / "run",
+        f"dataset.path={news}",
+        "dataset.fields.input=article",
+        "target=precomputed",
+        "dataset.fields.key_facts=facts",
+    )
+
+    assert done.returncode == 2
+    assert (
+        f"{news} row 2: field 'facts' (dataset.fields.key_facts): key_facts is a list written "
+        "as text"
+    ) in done.stderr, done.stderr
+    assert "give one per line, or a list in JSONL or Parquet" in done.stderr

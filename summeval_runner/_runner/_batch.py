@@ -100,9 +100,10 @@ async def _call_target(target: Callable[[Any], Any], input: Any) -> Any:
 
 async def _run_scorer(scorer: Any, input: Any, output: Any, ground_truth: Any = None) -> Any:
     """A scorer's result; a ``SystemExit`` it raised, as a value. Raised in the task gather
-    makes of it, asyncio would let it out of the event loop and end the run with its code."""
+    makes of it, asyncio would let it out of the event loop and end the run with its code.
+    ``ground_truth`` is passed only when given (None: the scorer does not take it)."""
     try:
-        if ground_truth is not None and takes_ground_truth(scorer):
+        if ground_truth is not None:
             return await scorer.run(input=input, output=output, ground_truth=ground_truth)
         return await scorer.run(input=input, output=output)
     except SystemExit as exit_:
@@ -133,6 +134,14 @@ class Batch:
         self.trial_scorers = [
             [_for_trial(scorer, trial) for scorer in kept] for trial in range(options.trials)
         ]
+        # The scorers whose run takes ground_truth, by identity: read from their signatures
+        # once, not for every item of a million.
+        self._taking_ground_truth = {
+            id(scorer)
+            for trial in self.trial_scorers
+            for scorer in trial
+            if takes_ground_truth(scorer)
+        }
         self.ids = ids
         self.target = target
         self.hooks = hooks
@@ -530,8 +539,10 @@ class Batch:
     async def _working(self, scorer: Any, input: Any, output: Any, ground_truth: Any) -> Any:
         # The scorer's coroutine is made here, not by the caller: a task cancelled before its
         # first step (a run cancelled as its items start) would leave one never awaited.
+        # Whether it takes the ground truth was read once, when the batch was made.
+        given = ground_truth if id(scorer) in self._taking_ground_truth else None
         with self.idle.working():
-            return await _run_scorer(scorer, input, output, ground_truth)
+            return await _run_scorer(scorer, input, output, given)
 
     async def score(
         self, scorers: Sequence[Any], input: Any, output: Any, ground_truth: Any = None

@@ -323,6 +323,7 @@ async def estimate_evals(
             else bound
             for trial in range(opts.trials)
         ]
+        taking_ground_truth = [takes_ground_truth(each) for each in trial_scorers]
         estimate_target = getattr(target, "estimate_usage", None)
         # An agent that keeps its calls in the response cache (the LLM summarizer): a call the
         # cache holds gives the summary the run will judge, at no cost.
@@ -354,8 +355,8 @@ async def estimate_evals(
                     estimate.target_cost = add_costs((estimate.target_cost, cost))
                 elif agent_pricing(target) == "unset":
                     estimate.target_cost = None
-            for each in trial_scorers:
-                if item.ground_truth is not None and takes_ground_truth(each):
+            for each, taking in zip(trial_scorers, taking_ground_truth, strict=True):
+                if item.ground_truth is not None and taking:
                     result = await each.run(
                         input=item.input, output=output, ground_truth=item.ground_truth
                     )

@@ -47,6 +47,14 @@ def _shown(value: Any) -> str:
 def _lines(value: Any, kind: str, where: str) -> tuple[str, ...]:
     """Key facts or questions: a list of strings, or one string of lines."""
     if isinstance(value, str):
+        text = value.strip()
+        if "\n" not in text and text.startswith("[") and text.endswith("]"):
+            # A list written as text (a CSV exported from pandas: "['a', 'b']"): read as one
+            # key fact, the item would be measured on a string of brackets and quotes.
+            raise InputError(
+                f"{where}: {kind} is a list written as text ({_shown(value)}); in a text field "
+                "give one per line, or a list in JSONL or Parquet"
+            )
         found: Sequence[Any] = value.splitlines()
     elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         found = value
