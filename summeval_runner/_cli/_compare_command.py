@@ -321,9 +321,12 @@ def _expand(paths: Sequence[Path]) -> tuple[list[Path], dict[Path, Path]]:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.fail_if_drop is not None and args.fail_if_drop < 0:
+    if args.fail_if_drop is not None and not (
+        math.isfinite(args.fail_if_drop) and args.fail_if_drop >= 0
+    ):
         print(
-            f"summeval-compare: error: --fail-if-drop must be >= 0, got {args.fail_if_drop}",
+            "summeval-compare: error: --fail-if-drop must be a finite number >= 0, "
+            f"got {args.fail_if_drop}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

@@ -15,6 +15,7 @@ so an id cannot add a link, an image or a table cell to the page.
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from summeval_runner._errors import ConfigError
 from summeval_runner._io._compare import (
     BelowThreshold,
     BrokenRun,
@@ -104,6 +106,16 @@ def gate_comparison(
     False
     """
     floors = dict(fail_if_below or {})
+    # A NaN threshold compares False with every drop: a gate that could never fail, unsaid.
+    if fail_if_drop is not None and not (math.isfinite(fail_if_drop) and fail_if_drop >= 0):
+        raise ConfigError(f"fail_if_drop must be a finite number >= 0, got {fail_if_drop!r}")
+    for dimension, floor in floors.items():
+        if not (math.isfinite(floor) and floor >= 0):
+            raise ConfigError(
+                f"fail_if_below[{dimension!r}] must be a finite number >= 0, got {floor!r}"
+            )
+    if not (math.isfinite(max_error_rate) and 0 <= max_error_rate <= 1):
+        raise ConfigError(f"max_error_rate must be between 0 and 1, got {max_error_rate!r}")
     gated = fail_if_drop is not None or bool(floors) or fail_if_flagged
     verdict = GateVerdict(
         comparison, gated, fail_if_drop, max_error_rate, floors, fail_if_flagged=fail_if_flagged
