@@ -46,6 +46,7 @@ from summeval_runner._judges._protocol import (
 )
 from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
 from summeval_runner._runner._item_time import item_call, item_held
+from summeval_runner._runner._outage import OutageWatch
 from summeval_runner._runner._retry import RetryPolicy
 from summeval_runner._runner._spend import Spend, reply_counts
 
@@ -63,9 +64,6 @@ _TOKEN_SHARE_STEP = 0.01
 # a request leaving and arriving (a delayed request reaching the server with the ones after it)
 # does not tip a drained bucket into 429s.
 _TOKEN_MARGIN = 0.98
-# The longest wait between two probes of an unreachable judge: a judge that comes back is
-# found within this, whatever the retry policy's max_delay_s.
-_PROBE_MAX_DELAY_S = 2.0
 
 logger = logging.getLogger("summeval_runner")
 
@@ -272,19 +270,16 @@ class LimitedJudge:
         self.throttled = 0
         # Requests sent and not yet answered.
         self.in_flight = 0
-        # The outage watch. `_outage_since`: when the first connection failed after the judge
-        # was last reached (None: no outage). Time before that does not count: a run that spent
-        # its first minute on 429s or slow replies has reached the judge all along.
         self._clock = clock
-        self._outage_since: float | None = None
-        # Requests are held while the judge cannot be reached; one of them probes.
-        self._paused = False
-        self._probing = False
-        self._outage_probes = 0
-        # The message of JudgeUnreachableError, once the judge is declared unreachable.
-        self._unreachable: str | None = None
-        # Set, and replaced, whenever the watch changes: held requests wake and look again.
-        self._changed = asyncio.Event()
+        self._watch = OutageWatch(
+            "judge",
+            self.name,
+            outage_timeout_s=outage_timeout_s,
+            base_delay_s=self.retry.base_delay_s,
+            max_delay_s=self.retry.max_delay_s,
+            unreachable=JudgeUnreachableError,
+            clock=clock,
+        )
         self._slots = AdaptiveSlots(max_in_flight)
         self._successes = 0
         self._last_cut = -_EPISODE_S
@@ -330,7 +325,7 @@ class LimitedJudge:
         'in flight 0/8'
         """
         figures = []
-        if self._paused:
+        if self._watch.paused:
             figures.append("judge unreachable: probing")
         elif (held_s := self._hold_until - self._clock()) > 0:
             figures.append(f"rate-limited: resuming in {math.ceil(held_s)} s")
@@ -412,73 +407,6 @@ class LimitedJudge:
                 limits,
             )
 
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    def _unreachable_error(self) -> JudgeUnreachableError:
-        assert self._unreachable is not None
-        return JudgeUnreachableError(self._unreachable)
-
-    async def _turn(self) -> bool:
-        """Wait while the judge cannot be reached and another request probes it. True when
-        this request is to go out as the probe; raises once the judge is declared unreachable."""
-        while True:
-            if self._unreachable is not None:
-                raise self._unreachable_error()
-            if not self._paused:
-                return False
-            if not self._probing:
-                self._probing = True
-                return True
-            await self._changed.wait()
-
-    async def _before_probe(self) -> None:
-        """The probe's backoff: exponential from the policy's base delay, capped at a few
-        seconds, and never past the moment the outage would be declared."""
-        assert self._outage_since is not None
-        ceiling = min(_PROBE_MAX_DELAY_S, self.retry.max_delay_s)
-        delay = min(ceiling, self.retry.base_delay_s * 2**self._outage_probes)
-        left = self._outage_since + self.outage_timeout_s - self._clock()
-        self._outage_probes += 1
-        await asyncio.sleep(max(0.0, min(delay, left)))
-
-    def _lost(self, error: JudgeConnectionError, *, probe: bool) -> None:
-        """A request could not connect: hold the others, and give up once a probe fails
-        outage_timeout_s after the outage began."""
-        now = self._clock()
-        if self._outage_since is None:
-            self._outage_since = now
-            self._paused = True
-            self._outage_probes = 0
-            logger.warning(
-                "judge %s: %s; requests are held while one probes it, for up to "
-                "outage_timeout_s (%g s) without a connection to the judge",
-                self.name,
-                error,
-                self.outage_timeout_s,
-            )
-        elif probe:
-            logger.debug("probe %d of judge %s failed: %s", self._outage_probes, self.name, error)
-        down_s = now - self._outage_since
-        # Only a probe's failure declares the outage: the requests that fail with it were sent
-        # before it began, and say nothing of whether the judge is back.
-        if probe and down_s >= self.outage_timeout_s and self._unreachable is None:
-            self._unreachable = (
-                f"{error} for {down_s:.1f} s (outage_timeout_s is {self.outage_timeout_s:g} s): "
-                "the judge is unreachable; the run stops, resumable once the judge answers again"
-            )
-            self._notify()
-
-    def _reached(self) -> None:
-        """A request got through to the judge (a reply, or an HTTP error): any outage is over,
-        and held requests may go again."""
-        self._outage_since = None
-        if self._paused:
-            self._paused = False
-            logger.info("judge %s answers again; held requests resume", self.name)
-            self._notify()
-
     async def _send(self, request: JudgeRequest, *, retry: bool, probe: bool) -> JudgeReply:
         """One request within the limits. Every request to the judge goes out here, and every
         reply or error comes back here: the one place where traffic is counted and watched.
@@ -502,7 +430,7 @@ class LimitedJudge:
                 paced = expected.input_tokens + expected.output_tokens
                 await self._pacer.acquire(paced)
                 self.tokens_paced += paced
-            if self._unreachable is not None or (self._paused and not probe):
+            if self._watch.declared is not None or (self._watch.paused and not probe):
                 if self._pacer is not None:
                     self._pacer.correct(-paced)
                     self.tokens_paced -= paced
@@ -526,20 +454,20 @@ class LimitedJudge:
                 reply = await self._call(request)
             except JudgeConnectionError as error:
                 self._unpaced(paced)
-                self._lost(error, probe=probe)
-                if self._unreachable is not None:
-                    raise self._unreachable_error() from error
+                self._watch.lost(error, probe=probe)
+                if self._watch.declared is not None:
+                    raise self._watch.error() from error
                 raise
             except JudgeAPIError:
                 # It got through (an HTTP error, a dropped or cut reply, a timeout): not an
                 # outage, whatever the retry policy makes of it. An unanswered request used no
                 # tokens: its estimate goes back to the pacer.
                 self._unpaced(paced)
-                self._reached()
+                self._watch.reached()
                 raise
             finally:
                 self.in_flight -= 1
-            self._reached()
+            self._watch.reached()
             self._repace(paced, reply)
             # Counted only when there is something to count (the offline judge's free replies
             # add no journal line), in one line with the estimate that stands in for a cost
@@ -649,14 +577,14 @@ class LimitedJudge:
         sent = 0
         while True:
             try:
-                probe = await self._turn()
+                probe = await self._watch.turn()
             except JudgeUnreachableError as error:
                 error.attempts = sent
                 raise
             wait_s = 0.0
             try:
                 if probe:
-                    await self._before_probe()
+                    await self._watch.before_probe()
                 reply = await self._send(request, retry=sent > 0, probe=probe)
             except _NotSent:
                 continue
@@ -698,8 +626,7 @@ class LimitedJudge:
                 return reply if sent == 0 else replace(reply, retries=sent)
             finally:
                 if probe:
-                    self._probing = False
-                    self._notify()  # another held request probes if this one is done
+                    self._watch.probe_done()
             await asyncio.sleep(wait_s)
 
     async def aclose(self) -> None:
