@@ -9,6 +9,8 @@ from importlib.metadata import version as _version
 from summeval_runner._errors import (
     AgentAPIError,
     AgentAuthError,
+    AgentConnectionError,
+    AgentUnreachableError,
     BudgetExhaustedError,
     ConfigError,
     InputError,
@@ -93,6 +95,8 @@ __all__ = [
     "PROMPT_VERSION",
     "AgentAPIError",
     "AgentAuthError",
+    "AgentConnectionError",
+    "AgentUnreachableError",
     "AgreementFigure",
     "AgreementResult",
     "AnalyzeInput",

@@ -17,8 +17,10 @@ from pydantic import ValidationError
 from summeval_runner._errors import (
     AgentAPIError,
     AgentAuthError,
+    AgentConnectionError,
     ConfigError,
     JudgeAuthError,
+    JudgeConnectionError,
     JudgeError,
 )
 from summeval_runner._judges._anthropic import AnthropicMessages
@@ -233,6 +235,9 @@ class LLMSummarizer:
                 content, usage, cost = str(message.content), message.usage, message.cost(self.price)
         except JudgeAuthError as error:
             raise AgentAuthError(str(error), status_code=error.status_code) from error
+        except JudgeConnectionError as error:
+            # Never reached: the run's outage watch holds the agent's calls and probes.
+            raise AgentConnectionError(str(error)) from error
         except JudgeError as error:
             # The endpoint's failure, named as the agent's: the judge was never asked.
             raise AgentAPIError(

@@ -9,8 +9,12 @@
     │                             the run stops, interrupted and resumable
     ├── AgentAPIError             the agent under test's own model call failed (the bundled LLM
     │   │                         summarizer: status code, connection, timeout): the item's error
-    │   └── AgentAuthError        its model refused the credentials or its quota is exhausted:
-    │                             no item can get an output, the run is aborted
+    │   ├── AgentAuthError        its model refused the credentials or its quota is exhausted:
+    │   │                         no item can get an output, the run is aborted
+    │   ├── AgentConnectionError  no connection to its model could be made (refused, DNS, TLS):
+    │   │                         the run holds its agent calls and probes until it is back
+    │   └── AgentUnreachableError no agent call connected for outage_timeout_s (the run is
+    │                             interrupted, and can be resumed)
     └── JudgeError                a judge could not give a usable verdict
         ├── JudgeAPIError         the provider's request failed (status code, connection, timeout)
         │   ├── JudgeConnectionError  no connection could be made (refused, DNS, TLS): a run
@@ -160,6 +164,24 @@ class AgentAPIError(SummevalError):
 class AgentAuthError(AgentAPIError):
     """The agent's model refused the credentials or its quota is exhausted: no item can get an
     output, so the run stops (aborted) as it does for a judge's ``JudgeAuthError``."""
+
+
+class AgentConnectionError(AgentAPIError):
+    """No connection to the agent's model could be made (connection refused, a name that does
+    not resolve, a failed TLS handshake): the bundled LLM summarizer's request never reached it.
+
+    A run treats it, and any exception an agent of your own raises whose causes hold such a
+    failure (a ``ConnectionRefusedError`` under an HTTP client's error), as a sign of an outage:
+    it holds its other agent calls and probes until the agent answers again, for up to
+    ``outage_timeout_s``, and then stops with ``AgentUnreachableError``. No item is errored by it.
+    """
+
+
+class AgentUnreachableError(AgentAPIError):
+    """No call to the agent under test connected for ``outage_timeout_s``, counted from the
+    first that could not connect after the agent last answered, and a probe failed too: the run
+    stops as interrupted (its items unfinished, never errored), and can be resumed once the
+    agent is back. The message names the agent and the cause."""
 
 
 class JudgeInputTooLargeError(JudgeError):

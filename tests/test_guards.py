@@ -3,12 +3,28 @@ reach stops the run as a judge outage does, and no test waits without a bound.""
 
 from __future__ import annotations
 
+import asyncio
+import http.server
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from summeval_runner import ConfigError, compare_runs, gate_comparison
-from tests.app import summeval_compare
+from summeval_runner import (
+    AgentUnreachableError,
+    ConfigError,
+    RetryPolicy,
+    compare_runs,
+    create_summarization_scorer,
+    gate_comparison,
+    run_evals,
+)
+from summeval_runner._io._manifest import read_manifest
+from tests.app import ENV, run_app, summeval_compare
+from tests.documents import write_dataset
 from tests.test_compare import baseline_scores, make_run
 
 
@@ -65,3 +81,205 @@ def test_the_library_gate_refuses_a_rule_that_cannot_fail(
 
     assert str(raised.value) == said
     assert not gate_comparison(comparison, fail_if_drop=0.1).passed
+
+
+# --- an agent nobody can reach -----------------------------------------------------------------
+
+SOURCES = [
+    {
+        "id": f"d{i}",
+        "input": f"Document {i} says the harbour opened in spring. It cost {i} million.",
+    }
+    for i in range(8)
+]
+
+
+class SummaryService:
+    """A summary service of the user's own on 127.0.0.1: its socket is bound from the start,
+    so every connection is refused until ``open()`` makes it listen (same port, never let go)."""
+
+    def __init__(self) -> None:
+        self.server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), _SummaryHandler, bind_and_activate=False
+        )
+        self.server.server_bind()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/summarize"
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> None:
+        self.server.server_activate()
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self.server.shutdown()
+            self._thread.join()
+        self.server.server_close()
+
+
+class _SummaryHandler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        text = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["text"]
+        body = json.dumps({"summary": text.split(". ")[0] + "."}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class ServiceAgent:
+    """The agent under test as a user writes one: a POST to their service, with the stdlib."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __call__(self, input: str) -> str:
+        request = urllib.request.Request(
+            self.url, data=json.dumps({"text": input}).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return str(json.loads(reply.read())["summary"])
+
+
+@pytest.fixture
+def service() -> Iterator[SummaryService]:
+    service = SummaryService()
+    yield service
+    service.close()
+
+
+def test_an_agent_nobody_can_reach_stops_the_run_resumably(
+    tmp_path: Path, service: SummaryService
+) -> None:
+    # Before: every item an error within seconds, and the run "completed" under max_error_rate.
+    run_dir = tmp_path / "run"
+    agent = ServiceAgent(service.url)
+    settings = {"outage_timeout_s": 0.5, "max_error_rate": 0.9, "cache": "off"}
+
+    with pytest.raises(AgentUnreachableError) as raised:
+        asyncio.run(
+            run_evals(
+                scorers=[create_summarization_scorer("offline")],
+                data=SOURCES,
+                target=agent,
+                output_dir=run_dir,
+                **settings,
+            )
+        )
+
+    said = str(raised.value)
+    assert said.startswith(
+        "the agent tests.test_guards.ServiceAgent could not connect (connection refused): "
+        "URLError: "
+    ), said
+    assert "the agent is unreachable; the run stops, resumable once the agent answers again" in (
+        said
+    )
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "interrupted"
+    assert manifest.stopped_because == said
+    assert manifest.counts is not None
+    assert (manifest.counts.total, manifest.counts.errors) == (0, 0)
+    assert manifest.unfinished == len(SOURCES)
+
+    service.open()
+    resumed = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer("offline")],
+            data=SOURCES,
+            target=agent,
+            output_dir=run_dir,
+            resume=True,
+            **settings,
+        )
+    )
+
+    assert resumed.status == "completed"
+    assert (resumed.counts.scored, resumed.counts.errors) == (len(SOURCES), 0)
+    assert {item.output for item in resumed.items} == {
+        f"Document {i} says the harbour opened in spring." for i in range(len(SOURCES))
+    }
+
+
+def test_a_short_agent_outage_costs_no_item(tmp_path: Path) -> None:
+    refusals = 3
+    calls = 0
+
+    async def agent(input: str) -> str:
+        nonlocal calls
+        calls += 1
+        if calls <= refusals:
+            raise OSError("the summary service failed") from ConnectionRefusedError(111, "refused")
+        return input.split(". ")[0] + "."
+
+    result = asyncio.run(
+        run_evals(
+            scorers=[create_summarization_scorer("offline")],
+            data=SOURCES,
+            target=agent,
+            outage_timeout_s=3600,
+            retry=RetryPolicy(base_delay_s=0.001, max_delay_s=0.01),
+            max_target_calls_in_flight=1,
+        )
+    )
+
+    assert result.status == "completed"
+    assert (result.counts.scored, result.counts.errors) == (len(SOURCES), 0)
+    assert calls == len(SOURCES) + refusals
+
+
+def test_an_agent_that_answers_with_an_error_still_errors_its_item(tmp_path: Path) -> None:
+    # Only a failed connection is an outage: the agent's own failure is the item's, as before.
+    def agent(input: str) -> str:
+        if input.startswith("Document 3 "):
+            raise TimeoutError("the summary service timed out")
+        return input.split(". ")[0] + "."
+
+    result = asyncio.run(
+        run_evals(scorers=[create_summarization_scorer("offline")], data=SOURCES, target=agent)
+    )
+
+    assert result.status == "completed"
+    assert (result.counts.scored, result.counts.errors) == (len(SOURCES) - 1, 1)
+    (failed,) = [item for item in result.items if item.status == "error"]
+    assert failed.item_id == "d3"
+
+
+def test_the_app_stops_on_an_llm_agent_nobody_can_reach_and_names_it(
+    tmp_path: Path, service: SummaryService
+) -> None:
+    base_url = service.url.rsplit("/", 1)[0] + "/v1"
+    dataset = write_dataset(tmp_path / "docs.jsonl", 6)
+    run_dir = tmp_path / "run"
+
+    completed = run_app(
+        run_dir,
+        f"dataset.path={dataset}",
+        "dataset.fields.metadata=[]",
+        "runner.progress=false",
+        "target=llm_summarizer",
+        f"target.base_url={base_url}",
+        "target.api_key_env=null",
+        "+target.max_retries=0",
+        "runner.outage_timeout_s=0.5",
+        "runner.max_error_rate=0.9",
+        env=ENV,
+    )
+
+    assert completed.returncode == 1, completed.stderr
+    cause = (
+        "the agent summeval_runner._agents.LLMSummarizer: could not connect to the agent's "
+        f"model at {base_url} (connection refused)"
+    )
+    assert cause in completed.stderr
+    assert "6 of 6 items unfinished" in completed.stderr
+    assert f"runner.resume={run_dir}" in completed.stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+    assert manifest["status"] == "interrupted"
+    assert manifest["stopped_because"].startswith(cause)
+    assert manifest["counts"]["errors"] == 0

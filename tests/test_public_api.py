@@ -108,6 +108,8 @@ PUBLIC = {
     "JudgeOutputError",
     "AgentAPIError",
     "AgentAuthError",
+    "AgentConnectionError",
+    "AgentUnreachableError",
     "__version__",
 }
 

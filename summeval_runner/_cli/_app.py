@@ -50,6 +50,7 @@ from summeval_runner._cli._summary import counts_line, format_estimate, print_su
 from summeval_runner._cli._typos import misspelt
 from summeval_runner._errors import (
     AgentAuthError,
+    AgentUnreachableError,
     ConfigError,
     JudgeUnavailableError,
     RunRecordError,
@@ -136,10 +137,10 @@ def run_job(
         )
         _record_exit_code(job.run_dir, EXIT_NOT_RECORDED)
         return EXIT_NOT_RECORDED
-    except (JudgeUnavailableError, AgentAuthError):
+    except (JudgeUnavailableError, AgentAuthError, AgentUnreachableError):
         # No call can succeed: the run stopped and wrote what it had (aborted for a refused
-        # key, the judge's or the agent's model's; interrupted and resumable for a judge that
-        # cannot be reached).
+        # key, the judge's or the agent's model's; interrupted and resumable for a judge or an
+        # agent that cannot be reached).
         exit_code = EXIT_FAILED
     except SummevalError as error:
         # Found before any judge call: the data, the run directory, a resume of another run.

@@ -135,6 +135,40 @@ def _why_no_connection(chain: list[BaseException]) -> str | None:
     return None
 
 
+def _every_cause(error: BaseException) -> list[BaseException]:
+    """``causes``, and those of each member of an exception group met on the way (anyio reports
+    the failed attempts at each of a host's addresses as one group)."""
+    found: list[BaseException] = []
+    waiting = [error]
+    while waiting and len(found) < 100:
+        for cause in causes(waiting.pop()):
+            if any(cause is seen for seen in found):
+                continue
+            found.append(cause)
+            # An exception group's members (BaseExceptionGroup: Python 3.11 and later).
+            members = getattr(cause, "exceptions", ())
+            if isinstance(members, tuple):
+                waiting.extend(m for m in members if isinstance(m, BaseException))
+    return found
+
+
+def no_connection(error: BaseException) -> str | None:
+    """Why ``error``, raised by any code (an agent of the user's own, over whatever HTTP
+    client), means that no connection could be made: ``"connection refused"``, ``"name not
+    resolved"``, ``"TLS handshake failed: ..."``; ``None`` when its causes hold no such failure
+    (the other side was reached, or the error is not about a connection).
+
+    >>> try:
+    ...     raise RuntimeError("the summary service failed") from ConnectionRefusedError(111, "x")
+    ... except RuntimeError as error:
+    ...     no_connection(error)
+    'connection refused'
+    >>> no_connection(ValueError("a bad row")) is None
+    True
+    """
+    return _why_no_connection(_every_cause(error))
+
+
 def _detail(chain: list[BaseException]) -> str:
     """The innermost cause's own words, for a message."""
     inner = chain[-1]

@@ -13,6 +13,7 @@ from typing import Any, TypeAlias
 
 from summeval_runner._errors import (
     AgentAuthError,
+    AgentUnreachableError,
     BudgetExhaustedError,
     InputError,
     JudgeUnavailableError,
@@ -27,8 +28,10 @@ from summeval_runner._runner._batches import IdleWatch
 from summeval_runner._runner._item_time import ITEM_TIME, ItemTime
 from summeval_runner._runner._items import shown
 from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._outage import AgentWatch
 from summeval_runner._runner._progress import ProgressReporter
 from summeval_runner._runner._record import RunRecorder
+from summeval_runner._runner._setup import callable_name
 from summeval_runner._runner._spend import Spend
 from summeval_runner._scorers._outcome import (
     ItemResult,
@@ -174,6 +177,18 @@ class Batch:
             else options.max_items_in_flight
         )
         self.target_slots = asyncio.Semaphore(options.max_target_calls_in_flight)
+        # An agent nobody can connect to stops the run as an unreachable judge does: its items
+        # are left unfinished, never turned into errors that a max_error_rate lets through.
+        self.agent_watch = (
+            AgentWatch(
+                callable_name(target),
+                outage_timeout_s=options.outage_timeout_s,
+                base_delay_s=options.retry.base_delay_s,
+                max_delay_s=options.retry.max_delay_s,
+            )
+            if target is not None
+            else None
+        )
         # Finished items' results, when kept; counts and score sums always.
         self.done: list[tuple[int, ItemResult]] = []
         self.finished = 0
@@ -314,7 +329,7 @@ class Batch:
                         attempts=max(progress.calls, 1),
                     ),
                 )
-            except (JudgeUnavailableError, AgentAuthError) as error:
+            except (JudgeUnavailableError, AgentAuthError, AgentUnreachableError) as error:
                 self.stop_at_once(error)
                 return
             except BudgetExhaustedError as error:
@@ -423,6 +438,12 @@ class Batch:
             target_cost=known.get("target_cost"),
         )
 
+    async def _call_agent(self, input: Any) -> Any:
+        target, watch = self.target, self.agent_watch
+        assert target is not None
+        assert watch is not None
+        return await watch.call(lambda: _call_target(target, input))
+
     async def evaluate(self, item: Item, progress: EvaluationProgress) -> ItemResult:
         output, latency = item.output, None
         target_usage: TokenUsage | None = None
@@ -435,7 +456,7 @@ class Batch:
                     hold = self.spend.admit_target() if self.spend is not None else None
                     try:
                         with self.idle.working():
-                            output = await _call_target(self.target, item.input)
+                            output = await self._call_agent(item.input)
                     finally:
                         if self.spend is not None and hold is not None:
                             self.spend.release(hold)
@@ -448,7 +469,12 @@ class Batch:
                     raise InputError(
                         f"the target must return a string or messages, got {type(output).__name__}"
                     )
-            except (JudgeUnavailableError, AgentAuthError, BudgetExhaustedError):
+            except (
+                JudgeUnavailableError,
+                AgentAuthError,
+                AgentUnreachableError,
+                BudgetExhaustedError,
+            ):
                 raise  # an agent behind a refused key fails every item the same way
             except (Exception, SystemExit) as error:
                 # sys.exit() in an agent is the agent's failure, not the run's end: let out, it

@@ -57,7 +57,8 @@ class RunOptions:
       TLS failure), requests are held while one probes it; once no request has reached the
       judge for this many seconds since that first failed connection, the run stops as
       interrupted (``JudgeUnreachableError``), resumable. Any reply ends the outage, an HTTP
-      error (429, 503) included: the judge was reached.
+      error (429, 503) included: the judge was reached. The agent under test is watched by the
+      same rule (``AgentUnreachableError``).
     - ``retry``: the retry policy of judge requests (a ``RetryPolicy`` or a mapping of its fields).
     - ``cache``: the judge response cache, ``off``, ``read``, ``write`` or ``readwrite``, in
       ``cache_path`` (``None``: ``$SUMMEVAL_CACHE_DIR``, else ``~/.cache/summeval_runner/``).

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from summeval_runner._errors import AgentUnreachableError
+from summeval_runner._judges._http_errors import no_connection
+from summeval_runner._runner._item_time import item_held
+
+T = TypeVar("T")
 
 logger = logging.getLogger("summeval_runner")
 
@@ -98,7 +106,7 @@ class OutageWatch:
         self._probing = False
         self._notify()
 
-    def lost(self, error: BaseException, *, probe: bool) -> None:
+    def lost(self, error: object, *, probe: bool) -> None:
         """A call could not connect: hold the others, and give up once a probe fails
         ``outage_timeout_s`` after the outage began."""
         now = self._clock()
@@ -135,3 +143,75 @@ class OutageWatch:
             self.paused = False
             logger.info("%s answers again; held calls resume", self.who)
             self._notify()
+
+
+class AgentWatch:
+    """The agent under test, called under the outage watch: a call that could not connect
+    (``no_connection`` finds it among the causes of what the agent raised) is no item's error.
+    It waits while the agent is down and goes again once a probe gets through; the run stops
+    with ``AgentUnreachableError`` when none has for ``outage_timeout_s``. Any other exception
+    is the agent's answer, raised as it came (the item's error)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        outage_timeout_s: float,
+        base_delay_s: float,
+        max_delay_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.watch = OutageWatch(
+            "agent",
+            name,
+            outage_timeout_s=outage_timeout_s,
+            base_delay_s=base_delay_s,
+            max_delay_s=max_delay_s,
+            unreachable=AgentUnreachableError,
+            clock=clock,
+        )
+
+    async def call(self, call: Callable[[], Awaitable[T]]) -> T:
+        watch = self.watch
+        while True:
+            # Waiting for the agent to be back is no part of the item's own time.
+            with item_held():
+                probe = await watch.turn()
+            try:
+                if probe:
+                    with item_held():
+                        await watch.before_probe()
+                try:
+                    output = await call()
+                except Exception as error:
+                    why = no_connection(error)
+                    if why is None:
+                        watch.reached()
+                        raise
+                    watch.lost(_NoConnection(self.name, why, error), probe=probe)
+                    if watch.declared is not None:
+                        raise watch.error() from error
+                    continue
+                watch.reached()
+                return output
+            finally:
+                if probe:
+                    watch.probe_done()
+
+
+class _NoConnection:
+    """What the log and the stopping error say of an agent call that could not connect."""
+
+    def __init__(self, name: str, why: str, error: BaseException) -> None:
+        detail = str(error)
+        if why in detail:
+            # Its own words say it (the bundled summarizer's, with its model's URL).
+            self.text = f"the agent {name}: {detail}"
+        else:
+            self.text = f"the agent {name} could not connect ({why})"
+            if detail:
+                self.text += f": {type(error).__name__}: {detail}"
+
+    def __str__(self) -> str:
+        return self.text

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from summeval_runner._errors import (
     AgentAuthError,
+    AgentUnreachableError,
     ConfigError,
     JudgeAuthError,
     JudgeUnreachableError,
@@ -489,7 +490,7 @@ def _ending(batch: Batch, stopped: BaseException | None) -> tuple[RunStatus, str
         return "interrupted", scrub(str(batch.budget_stop))
     if isinstance(fatal, JudgeAuthError | AgentAuthError):
         return "aborted", scrub(str(fatal))
-    if isinstance(fatal, JudgeUnreachableError):
+    if isinstance(fatal, JudgeUnreachableError | AgentUnreachableError):
         return "interrupted", scrub(str(fatal))
     if isinstance(fatal, RunRecordError):
         return "failed", scrub(str(fatal))

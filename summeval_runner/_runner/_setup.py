@@ -14,7 +14,8 @@ from summeval_runner._io._datasets import DatasetFile
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _name(value: Any) -> str:
+def callable_name(value: Any) -> str:
+    """Where a function or class is defined, or an object's class: ``mymodule.summarize``."""
     kind = value if inspect.isfunction(value) or inspect.isclass(value) else type(value)
     return f"{kind.__module__}.{kind.__qualname__}"
 
@@ -22,7 +23,7 @@ def _name(value: Any) -> str:
 def _settings(value: Any) -> dict[str, Any]:
     """A callable's name, and for an object its public settings that are plain values (the
     lead-k agent's ``k``, a summarizer's model and prompt)."""
-    described: dict[str, Any] = {"type": _name(value)}
+    described: dict[str, Any] = {"type": callable_name(value)}
     if not (inspect.isfunction(value) or inspect.isclass(value) or inspect.ismethod(value)):
         for key, item in sorted(vars(value).items() if hasattr(value, "__dict__") else ()):
             if key.startswith("_"):
@@ -48,15 +49,15 @@ def describe_setup(
         judge = getattr(each, "judge", None)
         if judge is not None:
             identify = getattr(judge, "cache_identity", None)
-            model[each.id] = identify() if callable(identify) else {"type": _name(judge)}
-        settings: dict[str, Any] = {"type": _name(each)}
+            model[each.id] = identify() if callable(identify) else {"type": callable_name(judge)}
+        settings: dict[str, Any] = {"type": callable_name(each)}
         options = getattr(each, "options", None)
         for key in ("max_questions", "scale", "max_reasks", "source", "questions"):
             if hasattr(options, key):
                 settings[key] = getattr(options, key)
         extractor = getattr(options, "source_extractor", None)
         if extractor is not None:
-            settings["source_extractor"] = _name(extractor)
+            settings["source_extractor"] = callable_name(extractor)
         scorer[each.id] = settings
     setup: dict[str, Any] = {
         "target": _settings(target) if target is not None else None,
