@@ -238,9 +238,11 @@ def test_a_reply_cut_at_max_output_tokens_is_re_asked_counted_and_named_once(
     assert result.error is not None
     assert result.error.type == "JudgeOutputError"
     assert result.error.attempts == 3
-    # The cut text is kept for diagnosis; never read as a verdict.
+    # Never read as a verdict; the cut text is kept for diagnosis.
     assert result.error.raw_reply is not None
-    assert result.error.raw_reply.startswith('{"alignment"')
+    raw = json.loads(result.error.raw_reply)
+    assert raw["cut_off"].startswith("the reply was cut off at 64 tokens")
+    assert raw["received"].startswith('{"alignment"')
     assert all(r.body["generationConfig"]["maxOutputTokens"] == 64 for r in server.requests)
     # The SDK sends the field under its proto name, which Google's JSON parsers take as they
     # take the camel-case one (proto3's JSON mapping).

@@ -3,7 +3,8 @@ one vendor under a judge of another (and a sweep over the agent's vendor), every
 errors behaving alike through the run, and a missing extra.
 
 Each provider's loopback server speaks its wire format (tests/chat_server.py for OpenAI and
-Azure, tests/anthropic_server.py for Anthropic) and is driven by the provider's official SDK;
+Azure, tests/anthropic_server.py for Anthropic, tests/gemini_server.py for Gemini) and is driven
+by the provider's official SDK;
 Hydra runs as a user runs it (tests/app.py).
 """
 
@@ -28,11 +29,14 @@ from tests.app import FAST_RETRIES, SECRET, openai_run, run_app, run_sweep, tabl
 from tests.chat_server import SUMMARY_REPLY, ChatServer, Reply, unfenced, valid_content
 from tests.chat_server import Fault as ChatFault
 from tests.documents import write_dataset
+from tests.gemini_server import Fault as GeminiFault
+from tests.gemini_server import Finish, GeminiServer
 from tests.test_panel import judges_figures, manifest_of
 from tests.test_secrets import assert_nowhere
 
 ITEMS = 20
 ANTHROPIC_KEY = "sk-ant-test-SECRET-5e8a1f03cd"
+GEMINI_KEY = "AIza-test-SECRET-77c1e04b2a"
 CLAUDE = "anthropic/claude-haiku-4-5"
 GPT = "openai/gpt-4.1-mini"
 KEYS = {"OPENAI_API_KEY": SECRET, "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
@@ -44,6 +48,8 @@ def provider_env(no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (
         "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE",
         "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION",
+        "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_GENAI_API_VERSION",
     ):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
 
@@ -51,6 +57,13 @@ def provider_env(no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def anthropic_server() -> Iterator[AnthropicServer]:
     started = AnthropicServer(keys=(ANTHROPIC_KEY,)).start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def gemini_server() -> Iterator[GeminiServer]:
+    started = GeminiServer(key=GEMINI_KEY).start()
     yield started
     started.stop()
 
@@ -287,18 +300,33 @@ AZURE_KEY = "azure-test-SECRET-0b7d52e1a9"
 
 
 @dataclass(frozen=True)
+class Servers:
+    """The loopback servers of every provider, one of which a test drives."""
+
+    chat: ChatServer
+    claude: AnthropicServer
+    gemini: GeminiServer
+
+    def sent(self) -> int:
+        return len(self.chat.requests) + len(self.claude.requests) + len(self.gemini.requests)
+
+
+@dataclass(frozen=True)
 class Provider:
-    """One provider's judge, as the error test drives it: its overrides, its key, and how its
-    server is made to answer a 429 with retry-after, a 5xx, a 401 and a reply cut at the bound.
-    Adding a provider (Gemini) is one entry of PROVIDERS."""
+    """One provider's judge, as the error test drives it: its overrides, its key, how its
+    server is made to answer a 429 with a wait, a 5xx, a refused key and a reply cut at the
+    bound, and the words a refused key is reported in. Adding a provider is one entry of
+    PROVIDERS."""
 
     name: str
-    overrides: Callable[[ChatServer, AnthropicServer], tuple[str, ...]]
+    overrides: Callable[[Servers], tuple[str, ...]]
     key: tuple[str, str]
-    fault: Callable[[ChatServer, AnthropicServer, str], None]
+    fault: Callable[[Servers, str], None]
+    refused: str = "refused the credentials (HTTP 401)"
 
 
-def _chat_fault(chat: ChatServer, _: AnthropicServer, kind: str) -> None:
+def _chat_fault(servers: Servers, kind: str) -> None:
+    chat = servers.chat
     claims = valid_content({"response_format": {"json_schema": {"name": "preprocess"}}})
     claims["alignment"] = claims["alignment"][:1]  # parses, as a list closed early would
     faults = {
@@ -314,7 +342,8 @@ def _chat_fault(chat: ChatServer, _: AnthropicServer, kind: str) -> None:
         chat.script(*faults[kind])
 
 
-def _anthropic_fault(_: ChatServer, claude: AnthropicServer, kind: str) -> None:
+def _anthropic_fault(servers: Servers, kind: str) -> None:
+    claude = servers.claude
     faults = {
         "429": [Fault(429, "rate_limit_error", "slow down", headers={"retry-after": "0"})],
         "5xx": [Fault(500, "api_error"), Fault(529, "overloaded_error"), Fault(502)],
@@ -326,19 +355,38 @@ def _anthropic_fault(_: ChatServer, claude: AnthropicServer, kind: str) -> None:
     claude.script(*faults[kind])
 
 
+def _gemini_fault(servers: Servers, kind: str) -> None:
+    gemini = servers.gemini
+    faults = {
+        # Gemini says how long to wait in the error's RetryInfo, not in a header.
+        "429": [GeminiFault(429, "Resource has been exhausted", retry_delay="0s")],
+        "5xx": [GeminiFault(500), GeminiFault(503), GeminiFault(502)],
+        # Cut where the text still parses (kept whole), as a list closed early would.
+        "cut": [Finish("MAX_TOKENS", kept=1.0)] * 3,
+    }
+    if kind == "401":
+        # A key Google does not know: HTTP 400 with the reason API_KEY_INVALID, not a 401.
+        gemini.fail_every_request(
+            GeminiFault(400, "API key not valid. Please pass a valid API key.",
+                        reason="API_KEY_INVALID")
+        )  # fmt: skip
+    else:
+        gemini.script(*faults[kind])
+
+
 PROVIDERS = [
     Provider(
         "openai",
-        lambda chat, _: ("model=openai", f"model.base_url={chat.base_url}"),
+        lambda servers: ("model=openai", f"model.base_url={servers.chat.base_url}"),
         ("OPENAI_API_KEY", SECRET),
         _chat_fault,
     ),
     Provider(
         "azure",
-        lambda chat, _: (
+        lambda servers: (
             "model=azure",
             "model.name=judge-deployment",
-            f"model.base_url={chat.azure_endpoint}",
+            f"model.base_url={servers.chat.azure_endpoint}",
             "model.api_version=2024-10-21",
         ),
         ("AZURE_OPENAI_API_KEY", AZURE_KEY),
@@ -346,9 +394,16 @@ PROVIDERS = [
     ),
     Provider(
         "anthropic",
-        lambda _, claude: ("model=anthropic", f"model.base_url={claude.base_url}"),
+        lambda servers: ("model=anthropic", f"model.base_url={servers.claude.base_url}"),
         ("ANTHROPIC_API_KEY", ANTHROPIC_KEY),
         _anthropic_fault,
+    ),
+    Provider(
+        "gemini",
+        lambda servers: ("model=google", f"model.base_url={servers.gemini.base_url}"),
+        ("GEMINI_API_KEY", GEMINI_KEY),
+        _gemini_fault,
+        refused="refused the credentials (HTTP 400 API_KEY_INVALID)",
     ),
 ]
 
@@ -360,17 +415,19 @@ def test_every_providers_errors_behave_alike_through_the_run(
     tmp_path: Path,
     chat_server: ChatServer,
     anthropic_server: AnthropicServer,
+    gemini_server: GeminiServer,
     provider: Provider,
     kind: str,
 ) -> None:
+    servers = Servers(chat_server, anthropic_server, gemini_server)
     chat_server.azure_deployments = {"judge-deployment"}
     dataset = write_dataset(tmp_path / "docs.jsonl", 3 if kind != "401" else 10)
-    provider.fault(chat_server, anthropic_server, kind)
+    provider.fault(servers, kind)
     run_dir = tmp_path / "run"
 
     done = run_app(
         run_dir,
-        *provider.overrides(chat_server, anthropic_server),
+        *provider.overrides(servers),
         f"dataset.path={dataset}",
         "dataset.fields.metadata=[]",
         "runner.progress=false",
@@ -383,11 +440,11 @@ def test_every_providers_errors_behave_alike_through_the_run(
         env=dict([provider.key]),
     )
 
-    sent = len(chat_server.requests) + len(anthropic_server.requests)
+    sent = servers.sent()
     if kind == "401":
         # The first refusal stops the run: exit 1, no item judged, not one refusal per item.
         assert done.returncode == 1, done.stderr
-        assert "refused the credentials (HTTP 401)" in done.stderr
+        assert provider.refused in done.stderr
         assert sent <= 3
         assert "10 unfinished" in done.stdout
     else:

@@ -18,7 +18,8 @@ shared translation (``_http_errors``), with what only Gemini says: the wait a 42
 ``API_KEY_INVALID`` rather than 401. A reply the API blocked (``finishReason`` SAFETY and its
 kin, a prompt blocked whole) is the item's error, never retried; one cut at
 ``max_output_tokens`` (``MAX_TOKENS``) is returned as it is, so that its tokens are counted, and
-is re-asked as any malformed reply, with a warning naming the setting once per judge.
+stands as a cut reply does with every provider (``cut_off_content``: never read as a verdict,
+even when the part received parses), re-asked, with a warning naming the setting once per judge.
 
 The SDK is an optional extra (``pip install 'summeval_runner[google]'``), imported when a
 Google judge or summarizer is built; without it, that is a ``ConfigError`` naming the command.
@@ -53,6 +54,7 @@ from summeval_runner._judges._http_errors import (
     JUDGE,
     check_base_url,
     connection_error,
+    cut_off_content,
     not_json,
     status_error,
 )
@@ -676,10 +678,17 @@ class GoogleJudge(AsyncClosing):
                 else "",
             )
         return JudgeReply(
-            content=reply.content,
+            content=self._verdict_text(reply),
             usage=reply.usage or TokenUsage(),
             cost=reply.cost(self.price),
         )
+
+    def _verdict_text(self, reply: GeminiReply) -> str:
+        """The reply's text, or, for one cut at its bound, what stands for a cut reply with
+        every provider: never read as a verdict, even when the part received parses."""
+        if reply.finish != "MAX_TOKENS":
+            return reply.content
+        return cut_off_content(self.config.max_output_tokens, "max_output_tokens", reply.content)
 
     # --- the Batch API (runner.mode=batch) ---------------------------------------------------
 
@@ -742,7 +751,7 @@ class GoogleJudge(AsyncClosing):
         response = self._chat.response(body)
         reply = _reply_of(response)
         return JudgeReply(
-            content=reply.content,
+            content=self._verdict_text(reply),
             usage=reply.usage or TokenUsage(),
             cost=reply.cost(self.price, batch=True),
         )

@@ -212,12 +212,13 @@ def not_json(base_url: str, body: str, who: str = JUDGE) -> JudgeAPIError:
     return JudgeAPIError(f"{who}'s reply from {base_url} was not JSON: it began {start!r}")
 
 
-def cut_off_content(limit: int | None, setting: str) -> str:
+def cut_off_content(limit: int | None, setting: str, received: str | None = None) -> str:
     """What stands for a reply the provider cut at its output bound (Anthropic's
-    ``stop_reason`` ``max_tokens``, OpenAI's ``finish_reason`` ``length``; ``limit`` ``None``:
-    the model's own bound, none sent): a JSON object no step's schema accepts, so the scorer
-    re-asks and finally reports it as an item error, with the tokens the call spent counted;
-    a cut reply that happens to parse (a list closed early) is never read as a verdict.
+    ``stop_reason`` ``max_tokens``, OpenAI's ``finish_reason`` ``length``, Gemini's
+    ``finishReason`` ``MAX_TOKENS``; ``limit`` ``None``: the model's own bound, none sent): a
+    JSON object no step's schema accepts, so the scorer re-asks and finally reports it as an item
+    error, with the tokens the call spent counted; a cut reply that happens to parse (a list
+    closed early) is never read as a verdict. ``received``: the cut text, kept for diagnosis.
 
     >>> import json; sorted(json.loads(cut_off_content(50, "max_output_tokens")))
     ['cut_off']
@@ -227,9 +228,12 @@ def cut_off_content(limit: int | None, setting: str) -> str:
         if limit is not None
         else f"at the model's own output bound ({setting} not set)"
     )
-    return json.dumps(
-        {"cut_off": f"the reply was cut off {where} before its end; raise {setting} if this recurs"}
-    )
+    content = {
+        "cut_off": f"the reply was cut off {where} before its end; raise {setting} if this recurs"
+    }
+    if received:
+        content["received"] = received
+    return json.dumps(content)
 
 
 def validation_detail(body: object) -> str | None:
