@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._limits import LimitedJudge
 from summeval_runner._runner._options import RunOptions
 from tests.chat_server import ChatServer, Fault
+from tests.waiting import until
 
 pytestmark = pytest.mark.usefixtures("no_openai_env")
 
@@ -45,14 +45,6 @@ def openai_scorer(server: ChatServer, **options: Any) -> Any:
     return create_summarization_scorer(model | {"api_key_env": None}, options or None)
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Wait (without blocking the run) until ``condition`` holds; a deadline only for a failure."""
-    deadline = time.monotonic() + 15
-    while not condition():
-        assert time.monotonic() < deadline, f"never reached: {what}"
-        await asyncio.sleep(0.01)
-
-
 def held_run(
     server: ChatServer, expected: int, scorer: Any = None, **options: Any
 ) -> tuple[Any, int]:
@@ -68,7 +60,9 @@ def held_run(
             )
         )
         try:
-            await until(lambda: server.arrivals >= expected, f"{expected} requests at once")
+            await until(
+                lambda: server.arrivals >= expected, f"{expected} requests at once", task=run
+            )
         finally:
             server.release()
         return await run

@@ -34,6 +34,7 @@ from summeval_runner import (
 from tests.app import ENV, run_app, table
 from tests.chat_server import ChatServer, FaultMix
 from tests.documents import write_dataset
+from tests.waiting import until
 
 SOURCE = "The dam opened in May. It cost 9 million. Traffic fell by half."
 FAST_RETRIES = {"max_attempts": 10, "base_delay_s": 0.01, "max_delay_s": 0.05}
@@ -556,8 +557,8 @@ def test_a_cancelled_run_leaves_no_item_running(
                 output_dir=tmp_path / "run",
             )
         )
-        while chat_server.arrivals < 8:  # requests are held at the server now
-            await asyncio.sleep(0.01)
+        # The run going on, until requests are held at the server.
+        await until(lambda: chat_server.arrivals >= 8, "8 requests at the server", task=run)
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run

@@ -26,6 +26,7 @@ from summeval_runner._io._manifest import read_manifest
 from tests.app import ENV, run_app, summeval_compare
 from tests.documents import write_dataset
 from tests.test_compare import baseline_scores, make_run
+from tests.waiting import until
 
 
 def _dropped_runs(tmp_path: Path) -> tuple[Path, Path]:
@@ -283,3 +284,21 @@ def test_the_app_stops_on_an_llm_agent_nobody_can_reach_and_names_it(
     assert manifest["status"] == "interrupted"
     assert manifest["stopped_because"].startswith(cause)
     assert manifest["counts"]["errors"] == 0
+
+
+# --- no test waits without a bound -------------------------------------------------------------
+
+
+def test_a_wait_on_a_run_that_ended_fails_at_once_with_the_runs_error() -> None:
+    # The cancelled-run test waited `while chat_server.arrivals < 8` alone: a run that failed
+    # before its eighth request left the suite spinning until CI killed it.
+    async def main() -> None:
+        run = asyncio.create_task(
+            run_evals(scorers=[create_summarization_scorer("offline")], data=[{"id": "a"}])
+        )
+        await until(lambda: False, "8 requests at the server", task=run)
+
+    with pytest.raises(AssertionError) as raised:
+        asyncio.run(main())
+
+    assert str(raised.value).startswith("ended before 8 requests at the server: InputError(")

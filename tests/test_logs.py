@@ -25,6 +25,7 @@ from summeval_runner._runner._retry import RetryPolicy
 from tests.app import ENV, SECRET, openai_run, run_app
 from tests.chat_server import ChatServer, Fault
 from tests.documents import write_dataset
+from tests.waiting import until
 
 # An agent that fails on one document and takes the first sentence of the others.
 AGENT = """
@@ -142,8 +143,7 @@ def test_the_progress_display_counts_down_a_retry_after_while_no_item_finishes()
 
     async def main() -> None:
         asked = asyncio.create_task(limited.complete(request))
-        while not limited.throttled:
-            await asyncio.sleep(0)
+        await until(lambda: limited.throttled > 0, "a 429 received", task=asked)
         # Ten seconds on: the plain line is written, though no item has finished.
         clock.now += 10
         reporter.tick()
@@ -173,8 +173,7 @@ def test_the_progress_display_says_when_the_judge_cannot_be_reached() -> None:
 
     async def main() -> str:
         asked = asyncio.create_task(limited.complete(request))
-        while not limited.requests_sent:
-            await asyncio.sleep(0)
+        await until(lambda: limited.requests_sent > 0, "a request sent", task=asked)
         await asyncio.sleep(0)
         shown = limited.describe()
         asked.cancel()

@@ -15,8 +15,7 @@ import json
 import logging
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from summeval_runner._runner._retry import RetryPolicy
 from tests.app import ENV, openai_run, run_app, table
 from tests.chat_server import BrokenReply, ChatServer
 from tests.documents import write_dataset
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("no_openai_env")
 
@@ -188,15 +188,6 @@ def probes() -> Iterator[_Probes]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    # The deadline only turns a hung run into a failure; the condition comes by construction.
-    deadline = time.monotonic() + 60
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.01)
 
 
 def test_a_short_outage_mid_run_costs_retries_but_no_errored_item(

@@ -12,8 +12,6 @@ import json
 import logging
 import signal
 import sqlite3
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,17 +31,9 @@ from summeval_runner._scorers._outcome import ItemResult
 from tests.app import ENV, openai_run, run_app, start_app, table
 from tests.chat_server import ChatServer, Fault
 from tests.documents import write_dataset
+from tests.waiting import wait_until
 
 ITEM_LINE = '{"position":'
-
-
-def wait_until(reached: Callable[[], bool], process: subprocess.Popen[str] | None = None) -> None:
-    # The deadline only turns a hung run into a failure; the state is reached by construction.
-    deadline = time.monotonic() + 120
-    while not reached():
-        assert process is None or process.poll() is None, process and process.communicate()
-        assert time.monotonic() < deadline, "the run made no progress"
-        time.sleep(0.02)
 
 
 def manifest_of(run_dir: Path) -> dict[str, object]:
@@ -78,14 +68,18 @@ def test_after_sigkill_and_resume_the_manifest_counts_what_the_server_received(
     run_dir = tmp_path / "run"
     process = start_app(run_dir, *overrides)
     # Each of the 4 items in flight has its request held at the server: nothing else can move.
-    wait_until(lambda: chat_server.arrivals == base + answered + 4, process)
+    wait_until(
+        lambda: chat_server.arrivals == base + answered + 4,
+        "four requests held after the answered ones",
+        process=process,
+    )
 
     process.send_signal(signal.SIGKILL)
     process.communicate()
     killed_sent = chat_server.arrivals
     chat_server.release()
     # The held requests are answered, to a process that is gone.
-    wait_until(lambda: len(chat_server.requests) == killed_sent)
+    wait_until(lambda: len(chat_server.requests) == killed_sent, "all the killed run sent")
     held = chat_server.requests[base + answered : killed_sent]
     resumed = run_app(run_dir, *overrides, f"runner.resume={run_dir}", env=ENV)
 

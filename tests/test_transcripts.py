@@ -32,8 +32,8 @@ from summeval_runner._io._tables import TRANSCRIPTS_SCHEMA
 from tests.app import ENV, SECRET, openai_run, run_app, start_app, summeval_merge, table
 from tests.chat_server import ChatServer, Fault, Recorded, Reply, unfenced, valid_content
 from tests.documents import write_dataset
-from tests.test_recovery import wait_until
 from tests.test_secrets import assert_nowhere
+from tests.waiting import wait_until
 
 SOURCE = "The bridge opened on Monday. It cost 40 million dollars. Traffic fell by half."
 NOT_JSON = "Sure! Here are the claims: none"
@@ -407,12 +407,16 @@ def test_after_sigkill_and_resume_each_items_requests_are_in_the_table_once(
     run_dir = tmp_path / "run"
     process = start_app(run_dir, *overrides)
     # Each of the 4 items in flight has its request held at the server: nothing else can move.
-    wait_until(lambda: chat_server.arrivals == base + answered + 4, process)
+    wait_until(
+        lambda: chat_server.arrivals == base + answered + 4,
+        "four requests held after the answered ones",
+        process=process,
+    )
     process.send_signal(signal.SIGKILL)
     process.communicate()
     killed_sent = chat_server.arrivals
     chat_server.release()
-    wait_until(lambda: len(chat_server.requests) == killed_sent)
+    wait_until(lambda: len(chat_server.requests) == killed_sent, "all the killed run sent")
     journal = run_dir / "journal.jsonl"
     before = [
         json.loads(line)
