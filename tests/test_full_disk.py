@@ -78,6 +78,18 @@ def rows(run_dir: Path, name: str, volatile: tuple[str, ...] = VOLATILE) -> list
     return table.drop_columns([c for c in volatile if c in table.column_names]).to_pylist()
 
 
+# What a resume answered from the response cache changes in the tables: what its items paid.
+CACHE_CHANGES = (
+    *VOLATILE,
+    "judge_cost",
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "judge_calls_reused",
+    "origin",
+)
+
+
 def assert_same_tables(resumed: Path, whole: Path, volatile: tuple[str, ...] = VOLATILE) -> None:
     for name in TABLES:
         if name == "questions":
@@ -438,10 +450,11 @@ def test_summeval_run_on_a_full_tmpfs_stops_and_its_resume_pays_only_for_what_wa
 
         assert resumed.returncode == 0, resumed.stderr
         assert manifest(run_dir)["status"] == "completed"
-        # What the cache changes, as documented: an item's judge_cost is what this run paid for
-        # it (0 for a reply from the cache), and a source's questions the resume found there
-        # are "stored" rather than "drawn" (the same questions).
-        assert_same_tables(run_dir, whole_dir, volatile=(*VOLATILE, "judge_cost", "origin"))
+        # What the cache changes, as documented: an item's judge_cost and tokens are what this
+        # run paid for it (0 for a reply from the cache, counted in judge_calls_reused), and a
+        # source's questions the resume found there are "stored" rather than "drawn" (the same
+        # questions).
+        assert_same_tables(run_dir, whole_dir, volatile=CACHE_CHANGES)
         assert len(chat_server.requests) - whole_paid <= whole_paid + IN_FLIGHT_BOUND
     finally:
         subprocess.run(["umount", str(disk)], check=False)
@@ -503,7 +516,7 @@ def test_a_response_cache_kept_in_the_run_directory_that_fills_stops_the_run(
         )
     )
     assert resumed.passed
-    assert_same_tables(run_dir, whole_dir, volatile=(*VOLATILE, "judge_cost", "origin"))
+    assert_same_tables(run_dir, whole_dir, volatile=CACHE_CHANGES)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")

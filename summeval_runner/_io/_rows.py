@@ -216,6 +216,7 @@ def _summarization_columns(result: SummarizationResult) -> dict[str, Any]:
         "scale": result.scale,
         "judge_calls": usage.calls,
         "judge_retries": usage.retries,
+        "judge_calls_reused": usage.reused,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "reasoning_tokens": usage.reasoning_tokens,

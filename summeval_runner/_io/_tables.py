@@ -173,8 +173,21 @@ def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
                     pa.int32(),
                     "judge requests sent again after a transient failure (429, 5xx, timeout)",
                 ),
-                described("input_tokens", pa.int64(), "the judge's input tokens for this item"),
-                described("output_tokens", pa.int64(), "the judge's output tokens for this item"),
+                described(
+                    "judge_calls_reused",
+                    pa.int32(),
+                    "judge calls answered by a reply paid for elsewhere (the response cache, or "
+                    "another item's alike request): their tokens and cost are not on this row",
+                ),
+                described(
+                    "input_tokens",
+                    pa.int64(),
+                    "the judge's input tokens billed for this item: the items' sum is the run's "
+                    "(a reply is counted on the one row that paid for it)",
+                ),
+                described(
+                    "output_tokens", pa.int64(), "the judge's output tokens billed for this item"
+                ),
                 described(
                     "reasoning_tokens",
                     pa.int64(),
@@ -574,7 +587,14 @@ def one_row_per_item(items: pd.DataFrame) -> pd.DataFrame:
     for column in METRICS.values():
         means = grouped[column].mean()
         collapsed[column] = means.where(counted, None)
-    summed = ("judge_calls", "judge_retries", "input_tokens", "output_tokens", "reasoning_tokens")
+    summed = (
+        "judge_calls",
+        "judge_retries",
+        "judge_calls_reused",
+        "input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+    )
     for column in (*summed, "judge_cost"):
         if column in collapsed.columns:
             collapsed[column] = grouped[column].sum(min_count=1)

@@ -268,7 +268,10 @@ class JudgeReply:
     answer came back. ``cost`` is what the call cost in US dollars: its tokens at the judge's
     price, 0 for a reply the response cache held, ``None`` when the price is not known.
     ``rate_limits`` is what the server said of its limits, when it said. ``cached``: the
-    response cache held this reply; no request was sent for it.
+    response cache held this reply; no request was sent for it. ``shared``: another
+    evaluation's request was answered by the same reply and paid for it (one batch line for two
+    alike requests, a batch's reply read again): ``usage`` says what the reply was, and is
+    counted where it was paid.
     """
 
     content: str | Mapping[str, Any]
@@ -277,6 +280,12 @@ class JudgeReply:
     cost: float | None = None
     rate_limits: RateLimits | None = None
     cached: bool = False
+    shared: bool = False
+
+    @property
+    def paid_here(self) -> bool:
+        """Whether this call paid for the reply: not the response cache's, nor shared."""
+        return not (self.cached or self.shared)
 
 
 @runtime_checkable

@@ -537,7 +537,11 @@ class Batch:
         ``target.price``) that reports no cost: not known."""
         counts: dict[str, float] = {"target_calls": 1}
         if progress.target_reported:
-            usage = TokenUsage(progress.target_input_tokens, progress.target_output_tokens)
+            # Billed: a call its cache answered was paid for by the run that stored it.
+            usage = TokenUsage(
+                progress.target_input_tokens - progress.target_cached_input_tokens,
+                progress.target_output_tokens - progress.target_cached_output_tokens,
+            )
             cost = progress.target_cost
             if (
                 cost is None
@@ -547,8 +551,8 @@ class Batch:
                 # Tokens without a cost: the agent's price prices them.
                 cost = self._target_price.cost(usage)
             counts |= {
-                "target_input_tokens": usage.input_tokens - progress.target_cached_input_tokens,
-                "target_output_tokens": usage.output_tokens - progress.target_cached_output_tokens,
+                "target_input_tokens": usage.input_tokens,
+                "target_output_tokens": usage.output_tokens,
             }
         elif self._target_pricing == "priced":
             usage, cost = TokenUsage(), 0.0

@@ -238,7 +238,7 @@ class BatchedJudge:
             if known is not None:
                 # Its cost goes to the first evaluation it answers, as a reply the response
                 # cache holds costs the later ones nothing.
-                self._recovered[key] = replace(known, cost=0.0)
+                self._recovered[key] = replace(known, cost=0.0, shared=True)
                 return known if attempt == 1 else replace(known, retries=attempt - 1)
             if self._fatal is not None:
                 raise self._fatal
@@ -593,7 +593,8 @@ class BatchedJudge:
         for replies in reversed(self._recent):
             reply = replies.get(key)
             if reply is not None:
-                return replace(reply, cost=0.0)  # paid by the evaluation that asked first
+                # Paid by the evaluation that asked first.
+                return replace(reply, cost=0.0, shared=True)
         return None
 
     def _resolve(self, pending: _Pending, reply: JudgeReply) -> None:
@@ -601,7 +602,7 @@ class BatchedJudge:
         paid = False
         for future in pending.futures:
             if not future.done():
-                future.set_result(replace(reply, cost=0.0) if paid else reply)
+                future.set_result(replace(reply, cost=0.0, shared=True) if paid else reply)
                 paid = True
 
     def _fail(self, pending: _Pending, error: BaseException) -> None:

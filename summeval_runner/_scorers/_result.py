@@ -48,10 +48,13 @@ class StepUsage(_Frozen):
     US dollars.
 
     ``retries`` counts requests sent again after a transient failure (a 429, a 5xx, a timeout)
-    by a retrying wrapper such as ``summeval-run``'s; ``calls`` does not include them. ``cost``
-    is the replies' cost at the judge's price (a reply the response cache held costs 0);
-    ``None`` when the judge's price is not known. ``reasoning_tokens`` are a reasoning model's,
-    of ``output_tokens`` (billed among them), shown apart.
+    by a retrying wrapper such as ``summeval-run``'s; ``calls`` does not include them. The
+    tokens and ``cost`` are what this evaluation's calls were billed: a reply paid for
+    elsewhere (the response cache held it, or another evaluation's alike request was answered
+    by it: ``JudgeReply.shared``) adds none, and is counted in ``reused``, so that a run's
+    evaluations add up to its bill. ``cost`` is ``None`` when the judge's price is not known.
+    ``reasoning_tokens`` are a reasoning model's, of ``output_tokens`` (billed among them),
+    shown apart.
     """
 
     calls: int = 0
@@ -61,6 +64,7 @@ class StepUsage(_Frozen):
     latency_s: float = 0.0
     retries: int = 0
     cost: float | None = 0.0
+    reused: int = 0
 
 
 class Usage(_Frozen):
@@ -81,6 +85,12 @@ class Usage(_Frozen):
     @property
     def retries(self) -> int:
         return self.preprocess.retries + self.analyze.retries + self.reason.retries
+
+    @property
+    def reused(self) -> int:
+        """Calls answered by a reply paid for elsewhere (the response cache, another
+        evaluation's alike request): their tokens and cost are not this evaluation's."""
+        return self.preprocess.reused + self.analyze.reused + self.reason.reused
 
     @property
     def output_tokens(self) -> int:
@@ -187,7 +197,7 @@ class EvaluationProgress:
     target_output_tokens: int = 0
     target_cost: float | None = 0.0
     target_reported: bool = False
-    # Of those tokens, the ones of calls a cache answered: on the item's row, not in the run's
+    # Of those tokens, the ones of calls a cache answered: not on the item's row, in the run's
     # traffic or its budget (no model spent them in this run).
     target_cached_input_tokens: int = 0
     target_cached_output_tokens: int = 0
@@ -211,9 +221,9 @@ def report_target_usage(
     tokens). Call it from the agent, once per model call, while ``run_evals`` runs it; the run
     counts the agent's tokens and cost apart from the judge's (``target_*`` columns of
     ``items.parquet``, the manifest's ``cost``), and a budget (``RunOptions.max_cost``,
-    ``max_tokens``) counts them. ``cached``: a cache answered the call (give ``cost=0``): its
-    tokens are on the item's row, as a cached judge reply's are, but not in the run's traffic
-    or its budget. Outside a run it does nothing.
+    ``max_tokens``) counts them. ``cached``: a cache answered the call (give ``cost=0``): as a
+    cached judge reply's, its tokens were paid for by the run that stored it, and are not on
+    the item's row, in the run's traffic or its budget. Outside a run it does nothing.
     """
     progress = EVALUATION_PROGRESS.get()
     if progress is None:
@@ -308,6 +318,7 @@ def add_usage(usages: Iterable[Usage]) -> Usage:
                 latency_s=so_far.latency_s + mine.latency_s,
                 retries=so_far.retries + mine.retries,
                 cost=add_costs((so_far.cost, mine.cost)),
+                reused=so_far.reused + mine.reused,
             )
     return Usage(**steps)
 

@@ -202,8 +202,13 @@ class _Meter:
         retries: int = 0,
         cost: float | None = 0.0,
         reasoning_tokens: int = 0,
+        paid: bool = True,
     ) -> None:
+        """One call of ``step``. ``paid``: this call paid for its reply; one paid for
+        elsewhere (the cache's, a shared one) adds no tokens: they are counted where paid."""
         so_far = self.usage.get(step, StepUsage())
+        if not paid:
+            input_tokens = output_tokens = reasoning_tokens = 0
         self.usage[step] = StepUsage(
             calls=so_far.calls + 1,
             input_tokens=so_far.input_tokens + input_tokens,
@@ -212,6 +217,7 @@ class _Meter:
             latency_s=so_far.latency_s + latency_s,
             retries=so_far.retries + retries,
             cost=add_costs((so_far.cost, cost)),
+            reused=so_far.reused + (not paid),
         )
 
     def frozen(self) -> Usage:
@@ -724,6 +730,7 @@ class SummarizationScorer(AsyncClosing):
                 latency_s=latency_s,
                 retries=reply.retries,
                 cost=reply.cost,
+                paid=reply.paid_here,
             )
             raw = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
             # Insisted on while a re-ask is left; the last reply is read as the step's own shape.
