@@ -334,6 +334,20 @@ class ChatServer:
         # False: a server with no Files or Batch API (a local one), 404 on /v1/files.
         self.batch_api = True
         self._lost_creations = 0
+        # The moments a run is killed at in batch mode: a batch made whose creation is not yet
+        # answered (hold_batch_creations), batches made from now on kept in progress
+        # (hold_new_batches), and the results of those made from now on not yet served
+        # (hold_new_results). Each counts the requests it holds; release_all lets them go.
+        self._creations = threading.Event()
+        self._creations.set()
+        self.creations_held = 0
+        self._holding_new: str | None = None
+        self._held: dict[str, str] = {}  # batch id -> what is held of it
+        self._results = threading.Event()
+        self._results.set()
+        self.results_held = 0
+        # True: list batches oldest first (the API's own order is newest first).
+        self.list_oldest_first = False
         # False: replies carry no "usage" (some local servers).
         self.reports_usage = True
         self._expire_after: int | None = None
@@ -590,6 +604,52 @@ class ChatServer:
         with self._lock:
             self._batches_held = False
 
+    def hold_batch_creations(self) -> None:
+        """Each batch creation makes its batch (its lines sent, paid once read) and holds its
+        answer until ``release_all``: a client killed meanwhile never learns the batch's id."""
+        with self._lock:
+            self._creations.clear()
+
+    def hold_new_batches(self) -> None:
+        """Keep the batches made from now on in progress until ``release_all`` (those made
+        before are answered when read, as a resume reads them)."""
+        with self._lock:
+            self._holding_new = "progress"
+
+    def hold_new_results(self) -> None:
+        """Serve the results files of the batches made from now on only after ``release_all``:
+        such a batch ends (its lines answered and billed) but its client cannot read it."""
+        with self._lock:
+            self._holding_new = "results"
+            self._results.clear()
+
+    def release_all(self) -> None:
+        with self._lock:
+            self._holding_new = None
+            self._held.clear()
+        self._creations.set()
+        self._results.set()
+
+    def add_foreign_batch(self, created_at: int) -> None:
+        """A batch another run made at ``created_at`` (Unix seconds), long ended."""
+        with self._lock:
+            batch_id = f"batch_{next(self._ids)}"
+            self.batches[batch_id] = {
+                "id": batch_id, "object": "batch", "endpoint": "/v1/chat/completions",
+                "input_file_id": "file-elsewhere", "completion_window": "24h",
+                "status": "completed", "created_at": created_at, "output_file_id": None,
+                "error_file_id": None, "metadata": {"summeval_run": "another-run"},
+                "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            }  # fmt: skip
+
+    def _held_file(self, file_id: str) -> bool:
+        with self._lock:
+            return any(
+                self.batches[batch_id].get("output_file_id") == file_id
+                for batch_id, held in self._held.items()
+                if held == "results"
+            )
+
     def expire_next_batch(self, after: int) -> None:
         """The next batch read answers its first ``after`` lines and ends expired: the rest get
         ``batch_expired`` errors, as a batch past its completion window."""
@@ -662,16 +722,22 @@ class ChatServer:
         with self._lock:
             self.batches[batch_id] = batch
             self.batch_lines.extend(line["custom_id"] for line in lines)
+            if self._holding_new is not None:
+                self._held[batch_id] = self._holding_new
             if self._lost_creations > 0:
                 self._lost_creations -= 1
                 return 502, {"error": {"message": "Bad gateway", "type": "server_error"}}
+            held = not self._creations.is_set()
+            self.creations_held += held
+        if held:
+            self._creations.wait()
         return 200, batch
 
     def _read_batch(self, batch_id: str) -> tuple[int, dict[str, Any]]:
         with self._lock:
             batch = self.batches.get(batch_id)
             self.batch_reads[batch_id] += 1
-            held = self._batches_held
+            held = self._batches_held or self._held.get(batch_id) == "progress"
             expire_after = self._expire_after
             ended = batch is not None and batch["status"] != "in_progress"
             if batch is not None and not held and not ended:
@@ -797,10 +863,12 @@ class ChatServer:
 
             def do_GET(self) -> None:
                 parts = self.path.split("?", 1)[0].rstrip("/").split("/")
-                if parts[-1] == "batches":  # the list, newest first
+                if parts[-1] == "batches":  # the list, newest first (or oldest first)
                     with server._lock:
                         listed = sorted(
-                            server.batches.values(), key=lambda b: b["created_at"], reverse=True
+                            server.batches.values(),
+                            key=lambda b: b["created_at"],
+                            reverse=not server.list_oldest_first,
                         )
                     self.send_json(200, {"object": "list", "data": listed, "has_more": False})
                 elif self.path.startswith(("/v1/batches/", "/v1/files/")) and (
@@ -810,6 +878,10 @@ class ChatServer:
                 elif self.path.startswith("/v1/batches/"):
                     self.send_json(*server._read_batch(parts[-1]))
                 elif self.path.startswith("/v1/files/") and parts[-1] == "content":
+                    if server._held_file(parts[-2]):
+                        with server._lock:
+                            server.results_held += 1
+                        server._results.wait()
                     data = server.files.get(parts[-2])
                     if data is None:
                         self.send_json(404, {"error": {"message": "No such file"}})

@@ -244,9 +244,14 @@ class BatchRecord(BaseModel):
 
 
 class _BatchLine(BaseModel):
+    """A batch's journal line, and the part's traffic with what the batch counts (its requests
+    when made, its replies' tokens and cost when it ends): one line, so that no kill can leave
+    a batch recorded and its counts not, or the other way round."""
+
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     batch: BatchRecord
+    traffic: PartTraffic | None = None
 
 
 class _QuestionsLineWrapper(BaseModel):
@@ -356,10 +361,12 @@ class RunWriter:
         self._journal.write(scrub(_QuestionsLineWrapper(questions=line).model_dump_json()) + "\n")
         self._written()
 
-    def write_batch(self, record: BatchRecord) -> None:
-        """Journal a batch as it is created or ends: flushed and synced at once, since a run
-        killed the moment after creating it must find it on resume."""
-        self._journal.write(_BatchLine(batch=record).model_dump_json(exclude_defaults=True) + "\n")
+    def write_batch(self, record: BatchRecord, traffic: PartTraffic | None = None) -> None:
+        """Journal a batch as it is created or ends, with the part's traffic that counts it:
+        flushed and synced at once, since a run killed the moment after creating it must find
+        it on resume."""
+        line = _BatchLine(batch=record, traffic=traffic).model_dump_json(exclude_defaults=True)
+        self._journal.write(line + "\n")
         self._journal.flush()
         os.fsync(self._journal.fileno())
 
@@ -809,7 +816,10 @@ def _contents(journal: Path, damage: _Damage, questions_kept: int | None = None)
                     if len(held) > questions_kept:
                         del held[next(iter(held))]  # the judge's oldest set
             elif line.startswith(_BATCH):
-                batches.append(_BatchLine.model_validate_json(line).batch)
+                read = _BatchLine.model_validate_json(line)
+                batches.append(read.batch)
+                if read.traffic is not None:
+                    parts[read.traffic.part] = read.traffic
             else:
                 record = ItemRecord.model_validate_json(line)
                 statuses[record.item_id] = record.status

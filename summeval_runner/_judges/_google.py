@@ -63,10 +63,12 @@ from summeval_runner._judges._openai import ChatReply, _describe
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
+    RUN_TAG,
     AsyncClosing,
     BatchState,
     JudgeReply,
     JudgeRequest,
+    ListingWindow,
     Price,
     TokenUsage,
 )
@@ -276,16 +278,20 @@ class GeminiChat:
         client = (await self._clients.get()).sdk
         return await self._sent(client.aio.batches.get(name=name))
 
-    async def batch_jobs(self) -> list[Any]:
-        """The key's batches, newest first, as the API lists them (its first pages)."""
+    async def batch_jobs(self, since: float) -> list[Any]:
+        """The key's batches created since ``since``, in whatever order the API lists them (read
+        no further back than ``since`` once it shows itself newest first)."""
         client = (await self._clients.get()).sdk
         pager = await self._sent(client.aio.batches.list(config={"page_size": 100}))
         jobs: list[Any] = []
+        window = ListingWindow(since)
 
         async def read() -> None:
             async for job in pager:
-                jobs.append(job)
-                if len(jobs) >= 1000:
+                created = getattr(job, "create_time", None)
+                if window.see(created.timestamp() if isinstance(created, datetime) else None):
+                    jobs.append(job)
+                if window.done:
                     break
 
         await self._sent(read())
@@ -709,7 +715,7 @@ class GoogleJudge(AsyncClosing):
                     }
                 )
         name = _BATCH_NAME.format(
-            run=metadata.get("summeval_run", "-"), round=metadata.get(ROUND_TAG, "-")
+            run=metadata.get(RUN_TAG, "-"), round=metadata.get(ROUND_TAG, "-")
         )
         made = [
             await self._chat.submit_batch(self.config.name, part, name)
@@ -726,10 +732,7 @@ class GoogleJudge(AsyncClosing):
         """The batches whose display name carries the run's ``tag``, created since ``since``;
         the parts of one round's batch as one."""
         rounds: dict[str, list[BatchState]] = {}
-        for job in await self._chat.batch_jobs():
-            created = getattr(job, "create_time", None)
-            if isinstance(created, datetime) and created.timestamp() < since:
-                continue
+        for job in await self._chat.batch_jobs(since):
             if str(job.display_name or "").split(" ")[1:2] == [tag]:
                 state = _batch_state(job)
                 rounds.setdefault(state.round, []).append(state)

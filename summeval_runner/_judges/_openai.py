@@ -29,10 +29,12 @@ from summeval_runner._judges._loop_clients import LoopClients
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
+    RUN_TAG,
     AsyncClosing,
     BatchState,
     JudgeReply,
     JudgeRequest,
+    ListingWindow,
     Price,
     RateLimits,
     TokenUsage,
@@ -262,18 +264,21 @@ class OpenAIChat:
             raise _translate(error, redact_url(self.base_url), self.who) from error
 
     async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
-        """Batches created since ``since`` whose metadata's ``summeval_run`` is ``tag``, read
-        newest first and no further back than ``since``."""
+        """Batches created since ``since`` whose metadata's ``RUN_TAG`` is ``tag``, in whatever
+        order the API lists them (read no further back than ``since`` once it shows itself
+        newest first, as OpenAI's does)."""
         import openai
 
         client = await self._client()
         found = []
+        window = ListingWindow(since)
         try:
             async for batch in client.batches.list(limit=100):
-                if batch.created_at < since:
-                    break
-                if (batch.metadata or {}).get("summeval_run") == tag:
+                recent = window.see(batch.created_at)
+                if recent and (batch.metadata or {}).get(RUN_TAG) == tag:
                     found.append(_batch_state(batch))
+                if window.done:
+                    break
         except openai.APIError as error:
             raise _translate(error, redact_url(self.base_url), self.who) from error
         return found

@@ -9,6 +9,7 @@ no judge can answer coverage questions from the source.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -312,6 +313,45 @@ BatchStatus = Literal[
 BATCH_ENDED: frozenset[str] = frozenset({"failed", "completed", "expired", "cancelled"})
 # The metadata key that tags a batch with the round of requests that made it.
 ROUND_TAG = "summeval_round"
+# The metadata key that tags a batch with the run and the judge that made it (``run_tag``).
+RUN_TAG = "summeval_run"
+
+
+def run_tag(run_id: str, judge: str) -> str:
+    """What a run's batches for ``judge`` are tagged with (``RUN_TAG``): each judge of a panel
+    finds its own batches only, and counts no other's.
+
+    >>> run_tag("2026-12-07T01-00-00-ab12", "openai/gpt-4.1-mini")
+    '2026-12-07T01-00-00-ab12.jebd5240e'
+    """
+    return f"{run_id}.j{hashlib.sha256(judge.encode()).hexdigest()[:8]}"
+
+
+class ListingWindow:
+    """Reads a provider's list of batches for those created since ``since`` (Unix seconds),
+    in whatever order the provider lists them. ``see`` each batch's creation time (``None``:
+    not known) as it comes: it says whether the batch is recent enough to be the run's, and
+    ``done`` says when the rest can be left unread: only once the listing has shown itself
+    newest first (no batch newer than the one before it) and has gone past ``since``. A
+    listing in any other order is read to its end."""
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.done = False
+        self._last: float | None = None
+        self._newest_first = True
+        self._seen = 0
+
+    def see(self, created: float | None) -> bool:
+        if created is None:
+            return True
+        if self._last is not None and created > self._last:
+            self._newest_first = False
+        self._last = created
+        self._seen += 1
+        # Two in order at least: one batch alone says nothing of the order.
+        self.done = self._newest_first and self._seen >= 2 and created < self.since
+        return created >= self.since
 
 
 @dataclass(frozen=True)

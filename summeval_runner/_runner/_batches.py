@@ -42,6 +42,7 @@ from summeval_runner._errors import (
 from summeval_runner._io._journal import BatchRecord
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
+    RUN_TAG,
     BatchJudge,
     BatchState,
     Judge,
@@ -50,6 +51,7 @@ from summeval_runner._judges._protocol import (
     judge_name,
     judge_price,
     request_body_of,
+    run_tag,
 )
 from summeval_runner._runner._cache import request_key
 from summeval_runner._runner._item_time import item_held, item_work
@@ -158,7 +160,7 @@ class BatchedJudge:
         idle: IdleWatch,
         outage_timeout_s: float = 60.0,
         spend: Spend | None = None,
-        on_batch: Callable[[BatchRecord], None] | None = None,
+        on_batch: Callable[[BatchRecord, Mapping[str, float]], None] | None = None,
         on_traffic: Callable[[Mapping[str, float]], None] | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
@@ -209,12 +211,12 @@ class BatchedJudge:
     def recover(
         self, recorded: Sequence[BatchRecord], *, run_id: str, since: float, resumed: bool
     ) -> None:
-        """Tag this run's batches with ``run_id`` (their metadata's ``summeval_run``); for a
-        resumed run, the batches its earlier parts made (its journal's, and any the provider
-        holds with its tag since ``since``, Unix seconds: one created the moment before a kill
-        could not be journaled) are read before anything is sent, their replies answering this
-        part's requests."""
-        self._metadata = {**self._metadata, "summeval_run": run_id}
+        """Tag this run's batches with ``run_id`` and this judge (``run_tag``, their metadata's
+        ``RUN_TAG``); for a resumed run, the batches its earlier parts made (its journal's, and
+        any the provider holds with its tag since ``since``, Unix seconds: one created the
+        moment before a kill could not be journaled) are read before anything is sent, their
+        replies answering this part's requests."""
+        self._metadata = {**self._metadata, RUN_TAG: run_tag(run_id, self.name)}
         # A panel's judges each read their own batches (read by every judge, a batch out at
         # the kill was counted once per judge); every batch of the run is known, so that none
         # of another judge's is taken for one this judge made and did not journal.
@@ -324,10 +326,8 @@ class BatchedJudge:
                 replies, errors = await self._results(state, {p.key for p in sent})
             finally:
                 self._in_flight.pop(state.id, None)
-            # Counted, in one traffic line, right before the batch is journaled as ended: a
-            # resume counts the replies of the batches that had not ended, and a count written
-            # after that line would be lost to a kill (one written line by line, long before,
-            # would be counted twice).
+            # Counted in the very line that journals the batch as ended: a resume counts the
+            # replies of the batches that had not ended, so no kill may part the two.
             counts: dict[str, float] = {}
             for number, pending in enumerate(sent):
                 reply = replies.get(pending.key)
@@ -338,8 +338,6 @@ class BatchedJudge:
                             self._spend.learn(pending.request, reply.usage.output_tokens)
                         _add(counts, self._spend.settle(holds[number], reply))
                         holds[number] = _SETTLED
-            if counts:
-                self._count(counts)
             self._record(
                 BatchRecord(
                     id=state.id,
@@ -347,7 +345,8 @@ class BatchedJudge:
                     status=state.status,
                     completed=len(replies),
                     failed=len(sent) - len(replies),
-                )
+                ),
+                counts,
             )
             self._recent = [*self._recent[-(_RECENT_BATCHES - 1) :], replies]
             for pending in sent:
@@ -449,7 +448,7 @@ class BatchedJudge:
         # round's tag, and one found is followed rather than paid for twice.
         tag = uuid.uuid4().hex
         metadata = {**self._metadata, ROUND_TAG: tag}
-        run_id = self._metadata.get("summeval_run")
+        run_id = self._metadata.get(RUN_TAG)
         since = time.time() - 60
         tries = 0
 
@@ -472,7 +471,8 @@ class BatchedJudge:
         self.requests_sent += len(admitted)
         retried = sum(pending.retry for pending in admitted)
         self.retries += retried
-        self._count({"requests": len(admitted), **({"retries": retried} if retried else {})})
+        # Its requests are counted in the line that journals it: a kill before that line leaves
+        # both to the resume (which finds the batch by its tag and counts them then).
         self._record(
             BatchRecord(
                 id=state.id,
@@ -480,7 +480,8 @@ class BatchedJudge:
                 requests=len(admitted),
                 held_cost=sum(hold.cost for hold in holds),
                 held_tokens=sum(hold.tokens for hold in holds),
-            )
+            ),
+            {"requests": len(admitted), **({"retries": retried} if retried else {})},
         )
         logger.info("batch %s: %d requests sent to %s", state.id, len(admitted), self.name)
         return state
@@ -616,9 +617,13 @@ class BatchedJudge:
         if self._on_traffic is not None:
             self._on_traffic(counts)
 
-    def _record(self, line: BatchRecord) -> None:
+    def _record(self, line: BatchRecord, counts: Mapping[str, float] | None = None) -> None:
+        """Journal ``line`` with what it counts, in one line (without a journal: counted)."""
+        counts = dict(counts or {})
         if self._on_batch is not None:
-            self._on_batch(line.model_copy(update={"judge": self.name}))
+            self._on_batch(line.model_copy(update={"judge": self.name}), counts)
+        elif counts:
+            self._count(counts)
 
     # --- a resumed run: the batches of its earlier parts ---------------------------------------
 
@@ -639,7 +644,7 @@ class BatchedJudge:
         try:
             tagged = await self._persist(
                 "listed",
-                partial(self._provider.tagged_batches, self._metadata["summeval_run"], self._since),
+                partial(self._provider.tagged_batches, self._metadata[RUN_TAG], self._since),
             )
         except JudgeUnavailableError:
             raise
@@ -650,7 +655,12 @@ class BatchedJudge:
             if state.id not in known:
                 logger.info("batch %s of the run being resumed was not journaled; reading it",
                             state.id)  # fmt: skip
-                submitted.append(BatchRecord(id=state.id, state="submitted", requests=state.total))
+                known.add(state.id)
+                # Made and killed before it was journaled: its requests were never counted. Both
+                # now, in one line, so that a later part reads it like any batch of the run.
+                found = BatchRecord(id=state.id, state="submitted", requests=state.total)
+                self._record(found, {"requests": state.total})
+                submitted.append(found)
         for line in submitted:
             try:
                 state = await self._persist("read", partial(self._provider.batch_state, line.id))
@@ -689,12 +699,11 @@ class BatchedJudge:
                     counts["judge_tokens_assumed"] = round(
                         line.held_tokens * unknown / line.requests
                     )
-                if counts:
-                    self._count(counts)
                 self._record(
                     BatchRecord(
                         id=line.id, state="ended", status=state.status, completed=len(replies)
-                    )
+                    ),
+                    counts,
                 )
             for key, reply in replies.items():
                 # Counted when the earlier part read it (its batch journaled as ended): paid,

@@ -84,7 +84,8 @@ class JudgeStack:
         # Which evaluations are at work and which wait (batch mode sends when all wait).
         self.idle = IdleWatch()
         # Hears of each provider batch as it is created and as it ends (the journal).
-        self.on_batch: Callable[[BatchRecord], None] | None = None
+        # With what it counts (requests, tokens, cost), in one journal line.
+        self.on_batch: Callable[[BatchRecord, Mapping[str, float]], None] | None = None
         self._wrapped: dict[int, Judge] = {}
         # Each panel's name, and the judges of panels (their names are the panel's).
         self._panels: set[str] = set()
@@ -235,9 +236,11 @@ class JudgeStack:
         if self.on_traffic is not None:
             self.on_traffic(counts)
 
-    def _batch(self, record: BatchRecord) -> None:
+    def _batch(self, record: BatchRecord, counts: Mapping[str, float]) -> None:
         if self.on_batch is not None:
-            self.on_batch(record)
+            self.on_batch(record, counts)
+        elif counts:
+            self._count(counts)
 
     def traffic(self, before: JudgeTraffic | None = None) -> JudgeTraffic:
         """What this run's judges were asked and answered, added to ``before`` (the earlier

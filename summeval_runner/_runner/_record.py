@@ -323,14 +323,18 @@ class RunRecorder:
         except (OSError, ValueError) as error:
             self._fail("a source's coverage questions could not be recorded", error)
 
-    def write_batch(self, record: BatchRecord) -> None:
-        """Journal a provider batch as it is created or ends. A batch that cannot be journaled
-        is the run's failure, which stops it (its id is in the cause: a resume may find it
-        at the provider by the run's id)."""
+    def write_batch(self, record: BatchRecord, counts: Mapping[str, float]) -> None:
+        """Journal a provider batch as it is created or ends, with ``counts`` (its requests when
+        made, its replies' tokens and cost when it ends) added to this part's traffic in the
+        same line. A batch that cannot be journaled is the run's failure, which stops it (its
+        id is in the cause: a resume may find it at the provider by the run's tag)."""
+        now = time.perf_counter()
+        self._noted = now
+        self._part = self._part.plus(counts, elapsed_s=now - self._clock)
         if self.failure is not None:
             return
         try:
-            self._writer.write_batch(record)
+            self._writer.write_batch(record, self._part)
         except (OSError, ValueError) as error:
             self._fail(f"batch {record.id} ({record.state}) could not be recorded", error)
 

@@ -23,7 +23,7 @@ from summeval_runner._errors import (
     RunRecordError,
 )
 from summeval_runner._io._datasets import DatasetFile, Item
-from summeval_runner._io._journal import IdSet
+from summeval_runner._io._journal import BatchRecord, IdSet
 from summeval_runner._io._manifest import (
     JudgeNoise,
     JudgeTraffic,
@@ -259,7 +259,14 @@ async def run_evals(
             spend.add_earlier(recorder.traffic())
             judges.on_questions = recorder.write_questions
             judges.seed_questions(recorder.recorded_questions)
-            judges.on_batch = recorder.write_batch
+            journal = recorder
+
+            def journal_batch(record: BatchRecord, counts: Mapping[str, float]) -> None:
+                # What a batch counts is journaled in its own line: never one without the other.
+                spend.observe(counts)
+                journal.write_batch(record, counts)
+
+            judges.on_batch = journal_batch
             judges.seed_batches(
                 recorder.recorded_batches,
                 run_id=recorder.manifest.run_id,
