@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import random
 import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from summeval_runner import (
@@ -22,6 +25,7 @@ from summeval_runner import (
     gate_comparison,
     run_evals,
 )
+from summeval_runner._io._compare import _matched
 from summeval_runner._io._manifest import read_manifest
 from tests.app import ENV, run_app, summeval_compare
 from tests.documents import write_dataset
@@ -302,3 +306,36 @@ def test_a_wait_on_a_run_that_ended_fails_at_once_with_the_runs_error() -> None:
         asyncio.run(main())
 
     assert str(raised.value).startswith("ended before 8 requests at the server: InputError(")
+
+
+# --- pairing two runs: a merge of their sorted ids ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "shared"),
+    [
+        (3000, 3000, 2000),
+        (200_000, 150_000, 140_000),
+        (40, 150_000, 25),
+        (150_000, 40, 25),
+        (0, 9, 0),
+    ],
+)
+def test_pairing_matches_every_shared_id_and_no_other(ours: int, theirs: int, shared: int) -> None:
+    # Ids of every kind a dataset holds (numbers, words, non-ASCII), in blocks of the matching
+    # and across them; checked against a dictionary of one run's ids.
+    rng = random.Random(5)
+    pool = [f"{rng.choice(['doc', 'Ärger', '記事', 'z'])}-{i:07d}" for i in range(ours + theirs)]
+    rng.shuffle(pool)
+    here_ids = pool[:ours]
+    there_ids = here_ids[:shared] + pool[ours : ours + theirs - shared]
+    rng.shuffle(there_ids)
+    here, there = pa.chunked_array([here_ids], pa.string()), pa.chunked_array([there_ids])
+    order = np.argsort(np.array(here_ids, dtype=object), kind="stable").astype(np.int64)
+
+    match = _matched(here, there, order)
+
+    where = {item: row for row, item in enumerate(there_ids)}
+    expected = [where.get(here_ids[row], -1) for row in order]
+    assert match.tolist() == expected
+    assert int((match >= 0).sum()) == shared

@@ -668,7 +668,7 @@ class _Pairing:
             # done where they agree: a million ids cast are 22 MB copied.
             here, there = here.cast(pa.large_string()), there.cast(pa.large_string())
         order = pc.sort_indices(here).to_numpy().astype(np.int64)
-        return cls(here, there, order, _rows_in(here, there)[order])
+        return cls(here, there, order, _matched(here, there, order))
 
     @property
     def paired(self) -> int:
@@ -715,29 +715,66 @@ def _arrow_ids(run: Run) -> pa.ChunkedArray:
     return held if isinstance(held, pa.ChunkedArray) else pa.chunked_array([held])
 
 
-# Ids hashed, and ids looked up, at once when a run's items are matched to the baseline's: a
-# million ids hashed together took 60 MB; in blocks of this many, a few.
-_MATCH_BLOCK = 1 << 17
+# Ids looked up at once when a run's items are matched to the baseline's: a block of the run's
+# ids in their order, against the baseline's ids in the same range of the order.
+_MATCH_BLOCK = 1 << 16
 
 
-def _rows_in(ids: pa.ChunkedArray, value_set: pa.ChunkedArray) -> npt.NDArray[np.int64]:
-    """For each of ``ids``, the row of ``value_set`` that holds it (the first); -1 where none.
-    Both are taken a block of rows at a time, so memory stays bounded whatever their length;
-    the calls grow with the product of the two lengths over the block's squared (timed by
-    hand: 1.0 s for two runs of a million ids, 3.4 s for two of two million; about 85 s for ten
-    million by extrapolation). A run's ids are distinct (datasets refuse a repeated id, and
-    trials are one row an item by now): a repeated one would be matched once per row here,
-    where the join of both runs' ids counted it once."""
-    rows = np.full(len(ids), -1, dtype=np.int64)
-    for start in range(0, len(value_set), _MATCH_BLOCK):
-        block = value_set.slice(start, _MATCH_BLOCK).combine_chunks()
-        for first in range(0, len(ids), _MATCH_BLOCK):
-            looked_up = ids.slice(first, _MATCH_BLOCK)
-            found = pc.index_in(looked_up, value_set=block).fill_null(-1).to_numpy()
-            here = rows[first : first + len(looked_up)]  # a view: written in place
-            new = (found >= 0) & (here < 0)
-            here[new] = found[new] + start
-    return rows
+def _matched(
+    here: pa.ChunkedArray, there: pa.ChunkedArray, order: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """For each of the run's rows in ``order`` (its ids sorted), the baseline's row of the same
+    id; -1 where none. A merge of the two sorted id lists: the run's ids a block at a time, each
+    looked up among the baseline's ids that sort between the block's first and last (found by
+    bisection in the baseline's order), so the work grows with the runs' lengths, not their
+    product (the ids compared by hashing were 1.0 s for two million-item runs, 85 s for ten
+    million by extrapolation), and memory is a block's. Ids sort as UTF-8 bytes do, which is
+    the order of their code points. A run's ids are distinct (datasets refuse a repeated id)."""
+    match = np.full(len(order), -1, dtype=np.int64)
+    if not len(order) or not len(there):
+        return match
+    theirs = pc.sort_indices(there).to_numpy().astype(np.int64)
+
+    def their_id(position: int) -> str:
+        value: str = there[int(theirs[position])].as_py()
+        return value
+
+    def first_at_least(value: str, low: int) -> int:
+        high = len(theirs)
+        while low < high:
+            middle = (low + high) // 2
+            if their_id(middle) < value:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def first_above(value: str, low: int) -> int:
+        high = len(theirs)
+        while low < high:
+            middle = (low + high) // 2
+            if their_id(middle) <= value:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    start = 0
+    for first in range(0, len(order), _MATCH_BLOCK):
+        rows = order[first : first + _MATCH_BLOCK]
+        block = here.take(pa.array(rows))
+        start = first_at_least(block[0].as_py(), start)
+        end = first_above(block[-1].as_py(), start)
+        # The baseline's ids in the block's range, a block's worth at a time (a run whose ids
+        # are few and far between, against a long baseline, spans much of it in one block).
+        for window in range(start, end, _MATCH_BLOCK):
+            their_rows = theirs[window : min(end, window + _MATCH_BLOCK)]
+            found = pc.index_in(block, value_set=there.take(pa.array(their_rows)))
+            at = found.fill_null(-1).to_numpy()
+            hit = at >= 0
+            match[first : first + len(rows)][hit] = their_rows[at[hit]]
+        start = end
+    return match
 
 
 def _row_values(run: Run, column: str) -> npt.NDArray[np.float64]:
