@@ -105,8 +105,11 @@ def test_a_reasoning_model_scores_every_item_on_its_defaults_each_refusal_paid_o
     assert run["tokens"]["reasoning"] == REASONING_TOKENS * len(rest)
     assert run["tokens"]["output"] > run["tokens"]["reasoning"]
     assert f"out ({run['tokens']['reasoning']:,} of them reasoning)" in done.stdout
-    # Each item's own, in its row: three steps' (a step the cache answered keeps its own).
-    assert (items["reasoning_tokens"] == 3 * REASONING_TOKENS).all()
+    # Each item's own, in its row: three steps', but for a step answered by a reply another item
+    # paid for (the cache's), counted in judge_calls_reused; the rows add up to the run's.
+    billed = items["reasoning_tokens"] + REASONING_TOKENS * items["judge_calls_reused"]
+    assert (billed == 3 * REASONING_TOKENS).all()
+    assert items["reasoning_tokens"].sum() == run["tokens"]["reasoning"]
     # Priced by the table, reasoning tokens as output tokens.
     assert GPT5_MINI is not None
     assert run["judge"]["price"] == {
@@ -141,7 +144,9 @@ def test_a_reasoning_model_scores_every_item_on_its_defaults_each_refusal_paid_o
     assert len(chat_server.requests) == sent
     rerun = table(tmp_path / "again", "items")
     assert (rerun["status"] == "scored").all()
-    assert rerun["reasoning_tokens"].tolist() == items["reasoning_tokens"].tolist()
+    # Every step the cache's, paid by the first run: no reasoning token billed again.
+    assert (rerun["reasoning_tokens"] == 0).all()
+    assert (rerun["judge_calls_reused"] == 3).all()
     # Every step of every item (20 x 3), the first run's own hits (steps alike) included.
     assert manifest(tmp_path / "again")["judge"]["cache"]["hits"] == 60
     assert manifest(tmp_path / "again")["judge"]["learned"] == []
@@ -320,12 +325,14 @@ def test_reasoning_tokens_are_kept_per_step_and_by_the_cache(
 
     answered = chat_server.counts["ok"]
     assert answered == 3
-    for result in (first, second):
-        (usage_of,) = result.items[0].results.values()
-        usage = usage_of.usage
-        assert usage.preprocess.reasoning_tokens == REASONING_TOKENS
-        assert usage.reasoning_tokens == 3 * REASONING_TOKENS
-    assert chat_server.counts["ok"] == answered  # the second run: the cache's replies
+    (paid,) = first.items[0].results.values()
+    assert paid.usage.preprocess.reasoning_tokens == REASONING_TOKENS
+    assert paid.usage.reasoning_tokens == 3 * REASONING_TOKENS
+    # The second run's replies are the cache's: paid by the first, so none of their tokens is
+    # billed again; each step is counted as reused.
+    (cached,) = second.items[0].results.values()
+    assert (cached.usage.reasoning_tokens, cached.usage.reused) == (0, 3)
+    assert chat_server.counts["ok"] == answered
 
 
 def test_a_cache_written_before_reasoning_tokens_gains_them_and_keeps_its_entries(

@@ -206,6 +206,11 @@ def test_the_servers_context_length_error_is_an_item_error_and_not_retried(
     assert len(chat_server.requests) == 1
 
 
+def first_hits(run_dir: Path) -> int:
+    hits: int = json.loads((run_dir / "manifest.json").read_text("utf-8"))["judge"]["cache"]["hits"]
+    return hits
+
+
 def test_the_second_run_of_a_config_sends_no_request(
     tmp_path: Path, chat_server: ChatServer
 ) -> None:
@@ -219,10 +224,18 @@ def test_the_second_run_of_a_config_sends_no_request(
     assert sent > 0
     assert len(chat_server.requests) == sent
     # The same rows, but what they cost: the first run's calls at the price table's price for
-    # the default model (gpt-4o-mini), the second's answered by the cache (nothing paid).
+    # the default model (gpt-4o-mini), the second's answered by the cache (nothing paid: no
+    # token billed, every call reused).
     before, after = (comparable(tmp_path / name, "items") for name in ("first", "second"))
     assert (before.pop("judge_cost") > 0).all()
     assert (after.pop("judge_cost") == 0.0).all()
+    billed = json.loads((tmp_path / "first" / "manifest.json").read_text("utf-8"))["tokens"]
+    for column in ("input_tokens", "output_tokens"):
+        assert before.pop(column).sum() == billed[column.removesuffix("_tokens")]
+        assert (after.pop(column) == 0).all()
+    # The first run's own hits (an item's step alike another's) were reused there already.
+    assert before.pop("judge_calls_reused").sum() == first_hits(tmp_path / "first")
+    assert (after.pop("judge_calls_reused") == after["judge_calls"]).all()
     pd.testing.assert_frame_equal(before, after)
     manifest = json.loads((tmp_path / "second" / "manifest.json").read_text("utf-8"))
     assert manifest["judge"]["requests"] == 0
