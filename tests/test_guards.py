@@ -7,6 +7,7 @@ import asyncio
 import http.server
 import json
 import random
+import re
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -25,9 +26,12 @@ from summeval_runner import (
     gate_comparison,
     run_evals,
 )
+from summeval_runner._agents import LeadK
 from summeval_runner._io._compare import _matched
 from summeval_runner._io._manifest import read_manifest
+from summeval_runner._scorers._prompts import UNTRUSTED
 from tests.app import ENV, run_app, summeval_compare
+from tests.chat_server import ChatServer
 from tests.documents import write_dataset
 from tests.test_compare import baseline_scores, make_run
 from tests.waiting import until
@@ -339,3 +343,33 @@ def test_pairing_matches_every_shared_id_and_no_other(ours: int, theirs: int, sh
     expected = [where.get(here_ids[row], -1) for row in order]
     assert match.tolist() == expected
     assert int((match >= 0).sum()) == shared
+
+
+# --- what an item costs in tokens --------------------------------------------------------------
+
+
+def test_a_judged_item_costs_at_most_1200_tokens_and_keeps_its_fences_and_rule(
+    tmp_path: Path, chat_server: ChatServer
+) -> None:
+    # The loopback server's count (the messages as JSON over four, its short replies): about
+    # 1,370 an item with the fenced-text rule in 97 tokens a step, 1,180 with it in 44.
+    lines = write_dataset(tmp_path / "docs.jsonl", 26).read_text("utf-8").splitlines()
+    data = [json.loads(line) for line in lines]
+    scorer = create_summarization_scorer(
+        {"provider": "openai", "name": "gpt-4o-mini", "base_url": chat_server.base_url,
+         "api_key_env": None}
+    )  # fmt: skip
+
+    result = asyncio.run(run_evals(scorers=[scorer], data=data, target=LeadK(), cache="off"))
+
+    assert result.counts.scored == 26
+    spent = sum(prompt + reply for prompt, reply in chat_server.usage.values())
+    assert spent / 26 <= 1200, spent / 26
+    for request in chat_server.requests:
+        system, user = (str(m["content"]) for m in request.body["messages"])
+        assert UNTRUSTED in system
+        assert re.search(r"<(source|summary|questions|verdicts)-[0-9a-f]{16}>", user)
+        assert (
+            "reason first" in system
+            or request.body["response_format"]["json_schema"]["name"] == "summarization_reason"
+        )
