@@ -12,8 +12,11 @@ validation, the cache, the journal, limits, retries, the tables): the ratio of t
 CPU per request to this one's is the price of everything the runner does for a request.
 
 With ``--sdk`` the same bodies go through the official ``openai`` SDK instead
-(``AsyncOpenAI`` on its aiohttp transport, ``chat.completions.create(**body)``, no retries), as
-the judge sends them: the share of the runner's CPU that the SDK itself takes.
+(``AsyncOpenAI`` on its aiohttp transport, ``chat.completions.create(**body)``, no retries), as a
+user of the SDK would send them. With ``--ours`` they go through this project's own client, the
+one the OpenAI judge sends every request through (``OpenAIChat.complete``: the SDK's transport,
+its errors translated, the reply read into tokens and content): the client's CPU a request, to
+hold against the SDK's.
 """
 
 from __future__ import annotations
@@ -81,10 +84,38 @@ async def create_all(bodies: list[bytes], base_url: str, concurrency: int) -> di
     return {"requests": len(bodies), "failed": failed, "wall_s": wall_s, "cpu_s": cpu_s}
 
 
+async def ours_all(bodies: list[bytes], base_url: str, concurrency: int) -> dict[str, float]:
+    from summeval_runner._judges._openai import OpenAIChat
+
+    requests = [json.loads(body) for body in bodies]
+    chat = OpenAIChat(base_url=base_url, api_key_env=None, timeout_s=60.0, max_retries=0)
+    queue: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+    for request in requests:
+        queue.put_nowait(request)
+    failed = 0
+
+    async def worker() -> None:
+        nonlocal failed
+        while not queue.empty():
+            reply = await chat.complete(queue.get_nowait())
+            if not reply.content:
+                failed += 1
+
+    started, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu
+    await chat.aclose()
+    return {"requests": len(bodies), "failed": failed, "wall_s": wall_s, "cpu_s": cpu_s}
+
+
 def main() -> None:
     bodies_path, base_url, concurrency = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     bodies = [line for line in bodies_path.read_bytes().splitlines() if line.strip()]
-    send = create_all if "--sdk" in sys.argv[4:] else post_all
+    send = post_all
+    if "--sdk" in sys.argv[4:]:
+        send = create_all
+    elif "--ours" in sys.argv[4:]:
+        send = ours_all
     print(json.dumps(asyncio.run(send(bodies, base_url, concurrency))))
 
 
