@@ -231,7 +231,10 @@ def test_only_what_the_scorer_reads_is_checked() -> None:
     record = {"doc": 7, "text": SOURCE}
     extractor = create_summarization_scorer(
         FakeJudge(
-            preprocess={"alignment": [], "questions": ["q"]},
+            preprocess={
+                "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                "questions": ["q"],
+            },
             analyze={"coverage": [{"answered": True, "reason": "r"}]},
         ),
         {"source_extractor": lambda input, output: input["text"]},

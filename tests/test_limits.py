@@ -29,7 +29,10 @@ from summeval_runner._runner._retry import RetryPolicy
 class SlowJudge(FakeJudge):
     def __init__(self) -> None:
         super().__init__(
-            preprocess={"alignment": [], "questions": ["q"]},
+            preprocess={
+                "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                "questions": ["q"],
+            },
             analyze={"coverage": [{"question": "q", "answered": True, "reason": "r"}]},
         )
         self.now = 0
@@ -61,7 +64,10 @@ def test_judge_requests_in_flight_are_bounded() -> None:
 
 def test_a_rate_limit_paces_requests_evenly() -> None:
     judge = FakeJudge(
-        preprocess={"alignment": [], "questions": ["q"]},
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q"],
+        },
         analyze={"coverage": [{"answered": True, "reason": "r"}]},
     )
     limited = LimitedJudge(judge, max_in_flight=50, requests_per_minute=1200)  # two per 100 ms
@@ -134,7 +140,10 @@ class Throttling(FakeJudge):
 
     def __init__(self, throttled: set[int], retry_after_s: float | None = None) -> None:
         super().__init__(
-            preprocess={"alignment": [], "questions": ["q"]},
+            preprocess={
+                "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                "questions": ["q"],
+            },
             analyze={"coverage": [{"question": "q", "answered": True, "reason": "r"}]},
         )
         self.throttled = throttled
@@ -152,7 +161,10 @@ class Throttling(FakeJudge):
 
 def preprocess_request() -> JudgeRequest:
     judge = FakeJudge(
-        preprocess={"alignment": [], "questions": ["q"]},
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q"],
+        },
         analyze={"coverage": [{"answered": True, "reason": "r"}]},
     )
     scorer = create_summarization_scorer(judge)
@@ -277,7 +289,11 @@ def test_a_request_that_hangs_times_out_and_is_retried() -> None:
     class Hangs(FakeJudge):
         def __init__(self) -> None:
             super().__init__(
-                preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []}
+                preprocess={
+                    "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                    "questions": ["q"],
+                },
+                analyze={"coverage": []},
             )
             self.calls = 0
 

@@ -111,7 +111,13 @@ class Refusing(FakeJudge):
     """Answers each request with ``error``."""
 
     def __init__(self, error: Exception) -> None:
-        super().__init__(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []})
+        super().__init__(
+            preprocess={
+                "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                "questions": ["q"],
+            },
+            analyze={"coverage": []},
+        )
         self.error = error
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
@@ -119,7 +125,13 @@ class Refusing(FakeJudge):
 
 
 def a_request() -> JudgeRequest:
-    judge = FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []})
+    judge = FakeJudge(
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q"],
+        },
+        analyze={"coverage": []},
+    )
     create_summarization_scorer(judge).run_sync(input="Source.", output="Summary.")
     return judge.requests[0]
 

@@ -152,7 +152,10 @@ def test_a_tool_result_can_be_the_source() -> None:
     from summeval_runner import FakeJudge, PreprocessInput, create_summarization_scorer
 
     judge = FakeJudge(
-        preprocess={"alignment": [], "questions": ["q"]},
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q"],
+        },
         analyze={"coverage": []},
     )
     scorer = create_summarization_scorer(

@@ -5,7 +5,9 @@ A judge that replied ``{"coverage": []}`` to ten questions had every item "score
 coverage 0, exit 0. Now an analyze reply with another number of verdicts than questions is asked
 again, as a reply that does not fit the step's schema; one still short after the re-asks counts
 its missing verdicts as unanswered (SPEC §1.3, ``verdict_missing``); one with no verdict at all
-is the judge's error, never a 0.
+is the judge's error, never a 0. A preprocess reply with no claim for a summary that is not
+blank is asked again too; one still without after the re-asks scores alignment 0, as SPEC §1.3
+says of no claims, and is counted with the verdicts missing.
 """
 
 from __future__ import annotations
@@ -133,8 +135,46 @@ def test_items_still_short_after_their_re_asks_are_counted_in_the_summary_and_ma
 
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
-    assert "0 hook errors; 3 with verdicts missing after re-asks (counted unanswered)" in first
+    assert (
+        "0 hook errors; 3 with verdicts missing after re-asks (counted unanswered; no claim: "
+        "alignment 0)" in first
+    )
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["verdicts_missing"] == 3
     coverage = table(tmp_path / "run", "coverage")
     assert coverage.groupby("item_id")["verdict_missing"].sum().tolist() == [1, 1, 1]
+
+
+def _preprocess_without_claims(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's preprocess replies list no claim at all, however often asked."""
+    answered = chat_server_module.valid_content
+
+    def replying(body: dict[str, Any], follow: bool = False) -> dict[str, Any]:
+        content = answered(body, follow)
+        if "alignment" in content:
+            content["alignment"] = []
+        return content
+
+    monkeypatch.setattr(chat_server_module, "valid_content", replying)
+
+
+@pytest.mark.usefixtures("key")
+def test_a_reply_with_no_claim_is_asked_again_then_scored_by_the_specs_rule_and_counted(
+    tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: one reply of {"alignment": []} scored the summary 0, asked once, counted nowhere.
+    _preprocess_without_claims(monkeypatch)
+    dataset = write_dataset(tmp_path / "docs.jsonl", 3)
+
+    done = run_app(tmp_path / "run", *openai_run(chat_server.base_url, dataset), env=ENV)
+
+    assert done.returncode == 0, done.stderr
+    items = table(tmp_path / "run", "items")
+    # SPEC §1.3: no claims, score 0; but only after the judge was asked again twice.
+    assert items["score"].tolist() == [0.0] * 3
+    assert (items["claims"] == 0).all()
+    preprocess = [r for r in chat_server.requests if "Task 1, claims" in str(r.body["messages"])]
+    assert len(preprocess) == 3 * 3
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["verdicts_missing"] == 3
+    assert "3 with verdicts missing after re-asks" in done.stdout.splitlines()[0]

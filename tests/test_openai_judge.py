@@ -133,7 +133,17 @@ def test_a_malformed_reply_is_reasked_with_the_problem(chat_server: ChatServer) 
 @pytest.mark.usefixtures("key")
 def test_a_reply_malformed_every_time_is_an_error_not_a_zero(chat_server: ChatServer) -> None:
     bad = json.dumps({"coverage": [{"question": "q", "answered": "yes", "reason": "r"}]})
-    chat_server.script(Reply(json.dumps({"alignment": [], "questions": ["q"]})), *[Reply(bad)] * 3)
+    chat_server.script(
+        Reply(
+            json.dumps(
+                {
+                    "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                    "questions": ["q"],
+                }
+            )
+        ),
+        *[Reply(bad)] * 3,
+    )
     scorer = create_summarization_scorer(judge_settings(chat_server), {"max_reasks": 2})
 
     result = scorer.run_sync(input=SOURCE, output=SUMMARY)
@@ -271,7 +281,17 @@ def test_one_client_and_one_connection_serve_every_call(chat_server: ChatServer)
 
 @pytest.mark.usefixtures("key")
 def test_a_server_error_is_an_error_result_with_its_status(chat_server: ChatServer) -> None:
-    chat_server.script(Reply(json.dumps({"alignment": [], "questions": ["q"]})), Fault(503))
+    chat_server.script(
+        Reply(
+            json.dumps(
+                {
+                    "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+                    "questions": ["q"],
+                }
+            )
+        ),
+        Fault(503),
+    )
     scorer = create_summarization_scorer(judge_settings(chat_server))
 
     result = scorer.run_sync(input=SOURCE, output=SUMMARY)

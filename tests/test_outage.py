@@ -253,7 +253,13 @@ class Outage:
 
 
 def request() -> JudgeRequest:
-    judge = FakeJudge(preprocess={"alignment": [], "questions": ["q"]}, analyze={"coverage": []})
+    judge = FakeJudge(
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q"],
+        },
+        analyze={"coverage": []},
+    )
     create_summarization_scorer(judge).run_sync(input="Source.", output="Summary.")
     return judge.requests[0]
 

@@ -77,11 +77,15 @@ def test_scoring_rules(case: Case) -> None:
     assert result.score == case.score  # exact: the score is never rounded
     assert result.alignment_score == case.alignment
     assert result.coverage_score == case.coverage
-    # A reply of another count than the questions asked is asked again (issue 44): the rules
-    # above hold for the reply still so after the re-asks.
+    # A reply of another count than the questions asked, or of no claim for a summary that is
+    # not blank, is asked again (issue 44): the rules above hold for the reply still so after
+    # the re-asks (no claims: score 0).
     asked = min(len(case.questions), case.options.get("max_questions", 10))
     analyze = 1 if len(case.verdicts["coverage"]) == asked else 3
-    assert [r.step for r in judge.requests] == ["preprocess", *["analyze"] * analyze, "reason"]
+    preprocess = 1 if case.claims else 3
+    assert [r.step for r in judge.requests] == [
+        *["preprocess"] * preprocess, *["analyze"] * analyze, "reason"
+    ]
 
 
 def test_only_the_first_max_questions_questions_are_asked() -> None:

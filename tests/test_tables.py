@@ -224,7 +224,10 @@ def test_rows_hold_the_texts_the_scorer_judged_not_a_second_reading_of_the_paylo
     from summeval_runner import FakeJudge, create_summarization_scorer
 
     judge = FakeJudge(
-        preprocess={"alignment": [], "questions": ["q"]},
+        preprocess={
+            "alignment": [{"claim": "c", "supported": True, "reason": "r"}],
+            "questions": ["q"],
+        },
         analyze={"coverage": [{"question": "q", "answered": True, "reason": "r"}]},
     )
     scorer = create_summarization_scorer(judge, {"source": "The source the option names."})

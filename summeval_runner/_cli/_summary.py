@@ -34,7 +34,7 @@ def counts_line(manifest: Manifest) -> str:
         # Shown when some are: a judge that left verdicts out lowered those items' coverage.
         line += (
             f"; {manifest.verdicts_missing} with verdicts missing after re-asks (counted "
-            "unanswered)"
+            "unanswered; no claim: alignment 0)"
         )
     return line
 

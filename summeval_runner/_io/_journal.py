@@ -494,7 +494,14 @@ class RunWriter:
                 flagged += record.flagged
                 noise.add(record)
                 built = rows_of(record, run_id=run_id, variant=variant, metadata=metadata)
-                verdicts_missing += any(row["verdict_missing"] for row in built["coverage"])
+                verdicts_missing += any(
+                    row["verdict_missing"] for row in built["coverage"]
+                ) or any(
+                    # No claim at all in a summary that is not blank, after the re-asks: the
+                    # spec's 0 for its alignment, counted with the verdicts missing.
+                    row["status"] == "scored" and row["claims"] == 0
+                    for row in built["items"]
+                )
                 for name, table in built.items():
                     rows[name] += table
                     if name == "items":

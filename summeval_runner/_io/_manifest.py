@@ -442,8 +442,9 @@ class Manifest(_Part):
     # item's reference summary). None: a run recorded before it was (source questions only).
     coverage_bases: dict[str, int] | None = None
     # Items whose judge left coverage verdicts out even after its re-asks: their missing
-    # verdicts count as unanswered (SPEC §1.3; verdict_missing in coverage.parquet). None: a
-    # run recorded before it was counted.
+    # verdicts count as unanswered (SPEC §1.3; verdict_missing in coverage.parquet), or whose
+    # judge found no claim in a summary that is not blank (alignment 0, SPEC §1.3; claims 0 in
+    # items.parquet). None: a run recorded before it was counted.
     verdicts_missing: int | None = None
     unfinished: int | None = None
     hook_errors: int = 0

@@ -669,6 +669,8 @@ class SummarizationScorer(AsyncClosing):
         ``check``: what is wrong with a reply that fits the schema (an analyze reply with
         another number of verdicts than questions), re-asked like one that does not fit while
         a re-ask is left; the last reply is returned as it is, for the caller to judge."""
+        if check is None and isinstance(payload, PreprocessInput):
+            check = _claims_found  # every preprocess shape holds claims
         # Fresh per request: no text can predict it, so none can close its fence.
         marker = new_marker()
         step, messages = _render(payload, marker)
@@ -881,6 +883,18 @@ def _render(payload: StepInput, marker: str) -> tuple[Step, tuple[PromptMessage,
     if isinstance(payload, AnalyzeInput):
         return "analyze", analyze_messages(payload, marker)
     return "reason", reason_messages(payload, marker)
+
+
+def _claims_found(reply: Any) -> str | None:
+    """Why a preprocess reply is asked again: it lists no claim, though the summary is not
+    blank (a lazy or cut reply would score the summary 0). A summary the judge still finds no
+    claim in after the re-asks scores 0, by the spec's rule (SPEC §1.3)."""
+    if reply.alignment:
+        return None
+    return (
+        "alignment holds no claim, and the summary is not blank: list each claim the summary "
+        "makes, with its verdict"
+    )
 
 
 def _verdicts_for(questions: int, reply: AnalyzeReply) -> str | None:
