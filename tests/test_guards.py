@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -373,3 +376,31 @@ def test_a_judged_item_costs_at_most_1200_tokens_and_keeps_its_fences_and_rule(
             "reason first" in system
             or request.body["response_format"]["json_schema"]["name"] == "summarization_reason"
         )
+
+
+# --- a reader that stops reading ---------------------------------------------------------------
+
+
+def test_a_run_whose_reader_stops_reading_ends_as_it_would_have(tmp_path: Path) -> None:
+    # `summeval-run | head`: the summary lines met a closed pipe, and a completed run exited 1
+    # with "internal error, a bug of summeval-run" and a traceback.
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "summeval_runner", f"hydra.run.dir={run_dir}", "dataset.limit=3",
+         "runner.progress=false"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")},
+    )  # fmt: skip
+    assert process.stdout is not None
+    process.stdout.close()  # the reader is gone before the first line
+    _, stderr = process.communicate(timeout=180)
+
+    assert process.returncode == 0, stderr
+    assert "internal error" not in stderr
+    assert "Traceback" not in stderr
+    manifest = read_manifest(run_dir)
+    assert (manifest.status, manifest.exit_code) == ("completed", 0)
+    assert (run_dir / "items.parquet").exists()

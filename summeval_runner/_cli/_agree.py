@@ -32,6 +32,7 @@ from summeval_runner._cli._plan import (
     refuse_unknown_settings,
     run_options,
 )
+from summeval_runner._cli._signals import tolerate_closed_stdout
 from summeval_runner._errors import ConfigError
 from summeval_runner._io._agreement import AGREEMENT, agreement_rows, figure_note
 from summeval_runner._io._ratings import DIMENSIONS, HumanRatings, HumanTarget
@@ -256,4 +257,5 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main() -> None:
     """The ``summeval-agree`` entry point."""
+    tolerate_closed_stdout()
     sys.exit(run())

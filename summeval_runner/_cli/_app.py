@@ -45,7 +45,7 @@ from summeval_runner._cli._help import config_groups as _config_groups  # noqa: 
 from summeval_runner._cli._plan import HydraJob, Plan, plan
 from summeval_runner._cli._resume import NEW_BUDGET, resume_command
 from summeval_runner._cli._rundir import discard_refused, settle_hydra_files
-from summeval_runner._cli._signals import Interrupts
+from summeval_runner._cli._signals import Interrupts, tolerate_closed_stdout
 from summeval_runner._cli._summary import counts_line, format_estimate, print_summary
 from summeval_runner._cli._typos import misspelt
 from summeval_runner._errors import (
@@ -303,4 +303,5 @@ def run_app(
 def main() -> None:
     """The ``summeval-run`` entry point."""
     use_system_allocator()
+    tolerate_closed_stdout()
     sys.exit(run())

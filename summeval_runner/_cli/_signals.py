@@ -61,3 +61,46 @@ class Interrupts:
         )
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
+
+
+class _ReaderMayLeave:
+    """Standard output for a reader that may stop reading (``summeval-run | head``): once the
+    pipe is closed, what is left to print goes nowhere, and the run ends as it would have (its
+    tables, manifest and exit code), not as an internal error over a summary line."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return int(self._stream.write(text))
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self._gone = True
+        # The stream's own flush at exit would meet the closed pipe again: its descriptor now
+        # points at /dev/null (Python's documented way for SIGPIPE).
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def tolerate_closed_stdout() -> None:
+    """Let the program's reader leave early (``| head``) without making it fail."""
+    if not isinstance(sys.stdout, _ReaderMayLeave):
+        sys.stdout = _ReaderMayLeave(sys.stdout)
