@@ -26,6 +26,7 @@ import base64
 import json
 import random
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -213,6 +214,14 @@ def main() -> None:
         print(f"  benign, {kind:<17} flagged {len(alarms)} of {len(texts)}")
         for text in alarms:
             print("    false alarm:", repr(text[:160]))
+    rows = [
+        json.loads(line) for line in (SHARED / "summeval_dev.jsonl").read_text("utf-8").splitlines()
+    ]
+    started = time.perf_counter()
+    for row in rows:
+        flag_spans({"summary": row["summary"], "source": row["source"]})
+    took_ms = (time.perf_counter() - started) / len(rows) * 1000
+    print(f"  time: {took_ms:.2f} ms an item (summary and source) over SummEval's {len(rows)} rows")
     precision = caught_total / (caught_total + false_alarms) if caught_total else float("nan")
     print(
         f"  any flag: precision {precision:.3f} ({caught_total}/{caught_total + false_alarms}), "

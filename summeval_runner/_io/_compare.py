@@ -20,6 +20,7 @@ the night to gate on), and compares it with the earlier completed runs of its co
 
 from __future__ import annotations
 
+import bisect
 import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -735,36 +736,19 @@ def _matched(
         return match
     theirs = pc.sort_indices(there).to_numpy().astype(np.int64)
 
+    positions = range(len(theirs))
+
     def their_id(position: int) -> str:
         value: str = there[int(theirs[position])].as_py()
         return value
-
-    def first_at_least(value: str, low: int) -> int:
-        high = len(theirs)
-        while low < high:
-            middle = (low + high) // 2
-            if their_id(middle) < value:
-                low = middle + 1
-            else:
-                high = middle
-        return low
-
-    def first_above(value: str, low: int) -> int:
-        high = len(theirs)
-        while low < high:
-            middle = (low + high) // 2
-            if their_id(middle) <= value:
-                low = middle + 1
-            else:
-                high = middle
-        return low
 
     start = 0
     for first in range(0, len(order), _MATCH_BLOCK):
         rows = order[first : first + _MATCH_BLOCK]
         block = here.take(pa.array(rows))
-        start = first_at_least(block[0].as_py(), start)
-        end = first_above(block[-1].as_py(), start)
+        # The baseline's ids from the block's first to its last, by bisection in their order.
+        start = bisect.bisect_left(positions, block[0].as_py(), lo=start, key=their_id)
+        end = bisect.bisect_right(positions, block[-1].as_py(), lo=start, key=their_id)
         # The baseline's ids in the block's range, a block's worth at a time (a run whose ids
         # are few and far between, against a long baseline, spans much of it in one block).
         for window in range(start, end, _MATCH_BLOCK):

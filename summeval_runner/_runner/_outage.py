@@ -62,7 +62,6 @@ class OutageWatch:
         self.paused = False
         self._probing = False
         self._probes = 0
-        self.probes_sent = 0
         # The message of the error that stops the run, once the other side is declared
         # unreachable.
         self.declared: str | None = None
@@ -98,7 +97,6 @@ class OutageWatch:
         delay = min(self._max_delay_s, self._base_delay_s * 2**self._probes)
         left = self._since + self.outage_timeout_s - self._clock()
         self._probes += 1
-        self.probes_sent += 1
         await asyncio.sleep(max(0.0, min(delay, left)))
 
     def probe_done(self) -> None:
