@@ -889,25 +889,69 @@ def test_a_key_fact_that_addresses_the_judge_is_flagged_and_cannot_leave_its_fen
     assert len(fenced_facts.splitlines()) == 2
 
 
-def test_a_key_fact_needs_most_of_its_words_where_a_question_needs_half() -> None:
-    # Two of the fact's three content words are in the summary ("council", "budget"), the third
-    # ("approved") is not: a question is answered by half; a key fact needs key_fact_recall.
-    fact = "The council approved the budget."
-    summary = "The council discussed the budget."
-    scorer = create_summarization_scorer("offline")
+def _stated(
+    facts: list[str], summary: str, settings: OfflineSettings | None = None
+) -> list[tuple[bool, str]]:
+    judge = OfflineJudge(settings) if settings else "offline"
+    result = create_summarization_scorer(judge).run_sync(
+        input=SOURCE, output=summary, ground_truth={"key_facts": facts}
+    )
+    assert result.analyze_step_result is not None
+    return [(v.answered, v.reason) for v in result.analyze_step_result.coverage]
 
-    as_fact = scorer.run_sync(input=SOURCE, output=summary, ground_truth={"key_facts": [fact]})
-    as_question = scorer.run_sync(input=SOURCE, output=summary, ground_truth={"questions": [fact]})
-    lenient = create_summarization_scorer(
-        OfflineJudge(OfflineSettings(key_fact_recall=0.5))
-    ).run_sync(input=SOURCE, output=summary, ground_truth={"key_facts": [fact]})
 
-    assert as_fact.coverage_score == 0.0
-    assert as_question.coverage_score == 1.0
-    assert lenient.coverage_score == 1.0
-    assert lenient.judge == "offline(key_fact_recall=0.5)"
+def test_a_key_fact_is_stated_by_its_own_detail_not_by_the_words_it_shares_with_its_siblings() -> (
+    None
+):
+    # Key facts written from one summary share its frame ("the council approved"); what tells
+    # each from the others is its own detail. A summary that states one of them must not be
+    # credited with its siblings because it holds the words they all share.
+    facts = [
+        "The council approved the budget.",
+        "The council approved the new stadium.",
+        "The council approved the park.",
+    ]
+    summary = "The council approved the new stadium."
+
+    assert [stated for stated, _ in _stated(facts, summary)] == [False, True, False]
+    # Every term alike (the rule before), two words of three in the summary state the budget.
+    flat = OfflineSettings(key_fact_weights=False, key_fact_window=10**6)
+    assert [stated for stated, _ in _stated(facts, summary, flat)] == [True, True, True]
+
+
+def test_a_key_fact_whose_shared_frame_is_paraphrased_is_stated_by_its_detail() -> None:
+    # The annotators' frame ("fans were arrested") is said in other words; the facts' own
+    # details decide.
+    facts = [
+        "The fans were arrested at the stadium.",
+        "The fans were arrested after the final whistle.",
+    ]
+    summary = "Police detained 34 supporters at the stadium."
+
+    assert [stated for stated, _ in _stated(facts, summary)] == [True, False]
+    flat = OfflineSettings(key_fact_weights=False, key_fact_window=10**6, key_fact_recall=0.7)
+    assert [stated for stated, _ in _stated(facts, summary, flat)] == [False, False]
+
+
+def test_a_key_fact_is_stated_in_one_place_not_pieced_from_words_strewn_over_the_summary() -> None:
+    fact = ["The mayor opened the bridge."]
+    strewn = (
+        "The mayor spoke first. Crowds came later. Shops opened late. Rain fell all day. "
+        "The bridge was busy."
+    )
+    together = "The mayor spoke first. Crowds came later. The mayor opened the old bridge."
+
+    assert _stated(fact, strewn) == [
+        (False, "the summary has its words, but not together in one place")
+    ]
+    assert _stated(fact, together)[0][0] is True
+    whole = OfflineSettings(key_fact_window=10**6)
+    assert _stated(fact, strewn, whole)[0][0] is True
+    assert OfflineJudge(whole).name == "offline(key_fact_window=1000000)"
     with pytest.raises(ValueError, match=r"key_fact_recall must be between 0 and 1, got 1\.5"):
         OfflineSettings(key_fact_recall=1.5)
+    with pytest.raises(ValueError, match=r"key_fact_window must be >= 1, got 0"):
+        OfflineSettings(key_fact_window=0)
 
 
 def test_a_list_written_as_text_in_a_csv_cell_is_refused_not_read_as_one_key_fact(
