@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from summeval_runner import InputError, write_report
+from summeval_runner import InputError, compare_runs, write_report
 from summeval_runner._io._tables import ALIGNMENT_SCHEMA, COVERAGE_SCHEMA, ITEMS_SCHEMA
 from tests.app import ROOT, run_app, run_sweep
 from tests.browser import SKIP_BROWSER_TESTS, Browser, Page, browser, chromium
@@ -563,6 +563,27 @@ def test_each_variant_shows_its_counts_unfinished_items_and_cost(tmp_path: Path)
         "interrupted", "3", "2", "0", "1", "4"
     ]  # fmt: skip
     assert "nan" not in json.dumps(shown).lower()
+
+
+def test_a_killed_run_shows_the_same_unfinished_items_in_the_report_as_in_the_comparison(
+    tmp_path: Path,
+) -> None:
+    # Killed: its manifest is the one written at its start (still "running", unfinished not
+    # yet known); its dataset had 26 items, of which its tables hold 3.
+    items = [Item(f"doc-{i}", (0.5, 0.5, 0.5)) for i in range(3)]
+    base = write_run(tmp_path / "base", "base", items)
+    killed = write_run(
+        tmp_path / "killed",
+        "killed",
+        items,
+        manifest={"status": "running", "unfinished": None, "dataset": {"path": "d", "items": 26}},
+    )
+
+    shown = runs_table(report_of([base, killed], tmp_path))
+    compared = compare_runs([base, killed], baseline=base).query("dimension == 'score'")
+
+    assert (shown["killed"]["status"], shown["killed"]["unfinished"]) == ("running", "23")
+    assert compared.set_index("variant").loc["killed", "unfinished"] == 23
 
 
 def test_errors_are_counted_per_variant_by_kind_and_step(sweep: list[Path], tmp_path: Path) -> None:

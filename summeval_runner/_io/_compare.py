@@ -268,7 +268,9 @@ def _arrow_lists(kind: pa.DataType) -> pd.ArrowDtype | None:
 
 def run_counts(run: Run) -> dict[str, int]:
     """The run's items (of the summarization scorer) and how many were scored, blank summaries,
-    unscorable or errors."""
+    unscorable or errors; and the items it left unfinished (``Manifest.unfinished_of``: for a
+    killed run still marked running, its selection beyond the items its tables hold). The
+    comparison, the gate and the report all read them here."""
     tally = cast(dict[Status, int], run.items["status"].value_counts().to_dict())
     counts = RunCounts.tallied(tally)
     return {
@@ -277,6 +279,7 @@ def run_counts(run: Run) -> dict[str, int]:
         "blank_summaries": counts.blank_summaries,
         "unscorable": counts.unscorable,
         "errors": counts.errors,
+        "unfinished": run.manifest.unfinished_of(counts.total),
     }
 
 
@@ -614,16 +617,15 @@ def compare_loaded(
         pairing = _Pairing.of(run, base) if base is not None and run is not base else None
         for dimension, column in METRICS.items():
             values = _scored(run, column)
-            scale = run.items["scale"].max() if dimension == "score" else 1.0
+            upper = _scale(run) if dimension == "score" else 1.0
             # The array itself, not a list of it: a million Python floats would be 32 MB more.
-            mean, low, high = mean_interval(values, upper=None if pd.isna(scale) else float(scale))
+            mean, low, high = mean_interval(values, upper=upper)
             row: dict[str, Any] = dict.fromkeys(COMPARISON_COLUMNS)
             row |= {
                 "variant": run.variant,
                 "run_dir": str(run.path),
                 "run_id": run.run_id,
                 "status": run.manifest.status,
-                "unfinished": run.manifest.unfinished_of(counts["items"]),
                 "flagged": flagged_items(run),
                 "ids_from_summaries": ids_from_summaries(run),
                 **counts,

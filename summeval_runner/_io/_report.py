@@ -266,7 +266,7 @@ def _runs_section(
     for run, colour, cost in zip(runs, palette, costs, strict=True):
         judge = run.manifest.judge.name if run.manifest.judge else ""
         role = ' <span class="badge">baseline</span>' if run is base else ""
-        counts = run_counts(run) | {"unfinished": run.manifest.unfinished or 0}
+        counts = run_counts(run)
         rows.append(
             f'<tr><td>{swatch(colour)}<span class="label">{_e(run.variant)}</span>{role}'
             f'<div class="muted small">run {_e(run.run_id)} in {_e(run.path)}</div></td>'
