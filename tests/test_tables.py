@@ -278,3 +278,22 @@ def test_a_cut_line_longer_than_a_read_block_is_dropped_on_resume(tmp_path: Path
 
     assert journaled_statuses(tmp_path) == {"a": "scored", "b": "scored"}
     assert len((tmp_path / "journal.jsonl").read_text("utf-8").splitlines()) == 2
+
+
+def test_every_journal_line_is_indexed_by_its_head_and_reads_back_whole(tmp_path: Path) -> None:
+    # Indexing a million-line journal reads each line's head (position, id, status) without a
+    # full parse; the writer puts that head first itself, whatever the record's field order.
+    from summeval_runner._io._journal import _HEAD
+
+    awkward = ['quo"te\\back', "café \u2028 line", "plain", ""]
+    writer = RunWriter(tmp_path)
+    written = [record(item_id, Scored(0.5), position) for position, item_id in enumerate(awkward)]
+    for each in written:
+        writer.write(each)
+    writer.close()
+
+    lines = (tmp_path / "journal.jsonl").read_bytes().splitlines()
+    heads = [_HEAD.match(line) for line in lines]
+    assert all(head is not None for head in heads)
+    assert [json.loads(head[2]) for head in heads if head] == awkward
+    assert [ItemRecord.model_validate_json(line) for line in lines] == written

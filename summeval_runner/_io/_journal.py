@@ -80,9 +80,12 @@ TRANSCRIPTS = "transcripts"
 _COMPACT_BATCH = 500
 _ROW_GROUP_ITEMS = 2500
 _SYNC_INTERVAL_S = 1.0
-# A journal line starts with its position, item id and status (a record's first fields, in the
-# compact form pydantic writes), so indexing the journal needs no full parse of each line.
+# A journal line starts with its position, item id and status, so indexing the journal needs no
+# full parse of each line. ``_record_line`` writes that head itself: it does not rest on the
+# order in which the model's fields are declared (a reorder would send every line of a million
+# to the full parse, silently).
 _HEAD = re.compile(rb'^\{"position":(\d+),"item_id":("(?:[^"\\]|\\.)*"),"status":"(\w+)"')
+_HEAD_FIELDS = {"position", "item_id", "status"}
 _STATUS_BYTES = frozenset(status.encode() for status in STATUSES)
 # How many unscorable items (a blank source) a run's manifest names; the count is whole.
 NAMED_UNSCORABLE = 20
@@ -93,6 +96,17 @@ _BATCH = b'{"batch":'
 _SIDE_LINES = (_TRAFFIC, _QUESTIONS, _BATCH)
 # Damaged lines named one by one in a read; beyond that, only how many more.
 _NAMED_DAMAGE = 10
+
+
+def _record_line(record: ItemRecord) -> str:
+    """The record as one line of JSON, its head (``_HEAD``) first."""
+    head = (
+        f'{{"position":{record.position},'
+        f'"item_id":{json.dumps(record.item_id, ensure_ascii=False)},'
+        f'"status":"{record.status}"'
+    )
+    rest = record.model_dump_json(exclude=_HEAD_FIELDS)
+    return f"{head},{rest[1:]}" if rest != "{}" else f"{head}}}"
 
 
 class PartTraffic(BaseModel):
@@ -346,7 +360,7 @@ class RunWriter:
         Every known secret is scrubbed first (``_secrets``): an error message or a raw reply
         that quoted a key must not carry it to disk.
         """
-        self._journal.write(scrub(record.model_dump_json()) + "\n")
+        self._journal.write(scrub(_record_line(record)) + "\n")
         self._written()
 
     def write_traffic(self, traffic: PartTraffic) -> None:
