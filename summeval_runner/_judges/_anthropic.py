@@ -39,7 +39,6 @@ from summeval_runner._judges._http_errors import (
     status_error,
 )
 from summeval_runner._judges._loop_clients import LoopClients
-from summeval_runner._judges._openai import _describe
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     AsyncClosing,
@@ -50,7 +49,7 @@ from summeval_runner._judges._protocol import (
     RateLimits,
     TokenUsage,
 )
-from summeval_runner._judges._request import api_key_from, refuse_too_large
+from summeval_runner._judges._request import api_key_from, invalid_settings, refuse_too_large
 from summeval_runner._secrets import redact_url, register_url_secrets
 
 INSTALL = "pip install 'summeval_runner[anthropic]'"
@@ -534,5 +533,5 @@ def anthropic_config_from(settings: dict[str, Any]) -> AnthropicJudgeConfig:
         return AnthropicJudgeConfig.model_validate(settings)
     except ValidationError as error:
         raise ConfigError(
-            f"invalid anthropic judge settings: {_describe(error, AnthropicJudgeConfig)}"
+            f"invalid anthropic judge settings: {invalid_settings(error, AnthropicJudgeConfig)}"
         ) from None

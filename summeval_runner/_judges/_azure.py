@@ -15,12 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationError
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._judges._openai import (
-    OpenAIChat,
-    OpenAIJudge,
-    OpenAIJudgeConfig,
-    _describe,
-)
+from summeval_runner._judges._openai import OpenAIChat, OpenAIJudge, OpenAIJudgeConfig
+from summeval_runner._judges._request import invalid_settings
 
 if TYPE_CHECKING:
     import openai
@@ -134,5 +130,5 @@ def azure_config_from(settings: dict[str, Any]) -> AzureJudgeConfig:
         return AzureJudgeConfig.model_validate(settings)
     except ValidationError as error:
         raise ConfigError(
-            f"invalid azure judge settings: {_describe(error, AzureJudgeConfig)}"
+            f"invalid azure judge settings: {invalid_settings(error, AzureJudgeConfig)}"
         ) from None

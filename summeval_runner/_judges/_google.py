@@ -59,7 +59,7 @@ from summeval_runner._judges._http_errors import (
     status_error,
 )
 from summeval_runner._judges._loop_clients import LoopClients
-from summeval_runner._judges._openai import ChatReply, _describe
+from summeval_runner._judges._openai import ChatReply
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
@@ -73,7 +73,7 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._judges._rate_headers import _duration_s
-from summeval_runner._judges._request import missing_key, refuse_too_large
+from summeval_runner._judges._request import invalid_settings, missing_key, refuse_too_large
 from summeval_runner._secrets import redact_url, register_secret, register_url_secrets
 
 if TYPE_CHECKING:
@@ -772,5 +772,5 @@ def google_config_from(settings: dict[str, Any]) -> GoogleJudgeConfig:
         return GoogleJudgeConfig.model_validate(settings)
     except ValidationError as error:
         raise ConfigError(
-            f"invalid google judge settings: {_describe(error, GoogleJudgeConfig)}"
+            f"invalid google judge settings: {invalid_settings(error, GoogleJudgeConfig)}"
         ) from None

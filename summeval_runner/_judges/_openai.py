@@ -40,7 +40,7 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._judges._rate_headers import rate_limits_of
-from summeval_runner._judges._request import api_key_from, refuse_too_large
+from summeval_runner._judges._request import api_key_from, invalid_settings, refuse_too_large
 from summeval_runner._secrets import (
     redact_url,
     register_url_secrets,
@@ -579,17 +579,5 @@ def openai_config_from(settings: dict[str, Any]) -> OpenAIJudgeConfig:
     try:
         return OpenAIJudgeConfig.model_validate(settings)
     except ValidationError as error:
-        raise ConfigError(f"invalid openai judge settings: {_describe(error)}") from None
-
-
-def _describe(error: ValidationError, schema: type[BaseModel] = OpenAIJudgeConfig) -> str:
-    problems = []
-    for item in error.errors():
-        where = ".".join(map(str, item["loc"])) or "settings"
-        if item["type"] == "extra_forbidden":
-            # The value of an unknown setting is not echoed: it could be a secret.
-            allowed = ", ".join(schema.model_fields)
-            problems.append(f"unknown setting {where!r} (expected one of: {allowed})")
-        else:
-            problems.append(f"{where} {item['msg'].lower()}, got {item.get('input')!r}")
-    return "; ".join(problems)
+        problems = invalid_settings(error, OpenAIJudgeConfig)
+        raise ConfigError(f"invalid openai judge settings: {problems}") from None

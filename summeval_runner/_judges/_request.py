@@ -1,5 +1,5 @@
 """What every provider's judge does with a request before its wire format: the key it sends, and
-the refusal of a request longer than the model's context.
+the refusal of a request longer than the model's context; and how its invalid settings are told.
 
 Each provider's module (``_openai``, ``_anthropic``, ``_google``) turns a ``JudgeRequest`` into
 its SDK's call; these rules are the same for all of them, so they are written once, here.
@@ -13,6 +13,8 @@ import os
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from summeval_runner._errors import JudgeInputTooLargeError, MissingAPIKeyError
 from summeval_runner._judges._protocol import JudgeRequest
@@ -82,3 +84,18 @@ def refuse_too_large(request: JudgeRequest, limit: int | None) -> None:
             size=size,
             limit=limit,
         )
+
+
+def invalid_settings(error: ValidationError, schema: type[BaseModel]) -> str:
+    """A judge's settings that ``schema`` refused, each named with what was expected: an unknown
+    setting with the allowed ones (its value is not echoed: it could be a secret), a bad value
+    with the value received."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(map(str, item["loc"])) or "settings"
+        if item["type"] == "extra_forbidden":
+            allowed = ", ".join(schema.model_fields)
+            problems.append(f"unknown setting {where!r} (expected one of: {allowed})")
+        else:
+            problems.append(f"{where} {item['msg'].lower()}, got {item.get('input')!r}")
+    return "; ".join(problems)
