@@ -13,26 +13,30 @@ from summeval_runner._errors import (
     AgentUnreachableError,
     BudgetExhaustedError,
     ConfigError,
+    DatasetError,
     InputError,
     JudgeAPIError,
     JudgeAuthError,
     JudgeConnectionError,
     JudgeError,
+    JudgeInputTooLargeError,
     JudgeOutputError,
     JudgeUnavailableError,
     JudgeUnreachableError,
     MissingAPIKeyError,
+    RatingsError,
     RunRecordError,
+    RunsDiffer,
     SummevalError,
 )
 from summeval_runner._io._agreement import AgreementFigure
 from summeval_runner._io._compare import compare_runs
-from summeval_runner._io._datasets import DatasetError, DatasetFile, FieldMap, Item, load_dataset
+from summeval_runner._io._datasets import DatasetFile, FieldMap, Item, load_dataset
 from summeval_runner._io._gate import GateVerdict, gate_comparison
 from summeval_runner._io._history import load_history
 from summeval_runner._io._manifest import JudgeNoise, Manifest, PanelDisagreement, RunCost
 from summeval_runner._io._merge import MergedRun, merge_runs
-from summeval_runner._io._ratings import HumanRatings, HumanTarget, RatingsError
+from summeval_runner._io._ratings import HumanRatings, HumanTarget
 from summeval_runner._io._report import write_report
 from summeval_runner._judges._anthropic import AnthropicJudge, AnthropicJudgeConfig
 from summeval_runner._judges._azure import AzureJudge, AzureJudgeConfig
@@ -129,6 +133,7 @@ __all__ = [
     "JudgeError",
     "JudgeEstimate",
     "JudgeExchange",
+    "JudgeInputTooLargeError",
     "JudgeNoise",
     "JudgeOutputError",
     "JudgePanel",
@@ -158,6 +163,7 @@ __all__ = [
     "RunEstimate",
     "RunOptions",
     "RunRecordError",
+    "RunsDiffer",
     "Scorer",
     "StepUsage",
     "SummarizationMetricOptions",

@@ -4,6 +4,9 @@
     ├── ConfigError               an option or setting breaks a rule (also a ValueError)
     │   └── MissingAPIKeyError    the judge's key variable is unset; raised before any call
     ├── InputError                an input or output payload has a shape that cannot be read
+    │   ├── DatasetError          a dataset cannot be read or breaks a rule (file, row, field)
+    │   │   └── RatingsError      a file of human ratings, alike
+    │   └── RunsDiffer            runs given to compare differ in what decides their scores
     ├── RunRecordError            a write in the run directory failed (journal, log, tables)
     ├── BudgetExhaustedError      the next call would pass runner.max_cost or runner.max_tokens:
     │                             the run stops, interrupted and resumable
@@ -42,6 +45,9 @@ it had recorded, and ``summeval-run`` exits 3.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 
 class SummevalError(Exception):
     """Base class of every exception summeval_runner raises on purpose."""
@@ -65,6 +71,34 @@ class MissingAPIKeyError(ConfigError):
 
 class InputError(SummevalError, ValueError):
     """An input or output payload has a shape that cannot be read as messages."""
+
+
+class DatasetError(InputError):
+    """A dataset cannot be read or breaks a rule; the message names the file, row and field."""
+
+
+class RatingsError(DatasetError):
+    """A ratings file cannot be read or breaks a rule; the message names the file, row and
+    field."""
+
+
+class Mismatch(Protocol):
+    """One way two runs differ in what decides their scores (the comparison's ``Mismatch``)."""
+
+    def describe(self) -> str: ...
+
+
+class RunsDiffer(InputError):
+    """Runs that do not measure alike were given to compare, and the caller did not allow it.
+    ``mismatches`` says how they differ (judge, scale, prompts, dataset, coverage basis...)."""
+
+    def __init__(self, found: Sequence[Mismatch]) -> None:
+        self.mismatches = tuple(found)
+        super().__init__(
+            "these runs differ in what decides their scores, so their scores do not compare: "
+            + "; ".join(m.describe() for m in found)
+            + "; pass allow_mismatch=True to compare them anyway"
+        )
 
 
 class JudgeError(SummevalError):

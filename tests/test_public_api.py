@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,7 @@ PUBLIC = {
     "DatasetError",
     # comparing runs
     "compare_runs",
+    "RunsDiffer",
     "write_report",
     "load_history",
     # shards
@@ -105,6 +107,7 @@ PUBLIC = {
     "JudgeConnectionError",
     "JudgeUnavailableError",
     "JudgeUnreachableError",
+    "JudgeInputTooLargeError",
     "JudgeOutputError",
     "AgentAPIError",
     "AgentAuthError",
@@ -117,6 +120,49 @@ PUBLIC = {
 def test_all_is_exactly_the_intended_names() -> None:
     assert set(summeval_runner.__all__) == PUBLIC
     assert len(summeval_runner.__all__) == len(PUBLIC)
+
+
+def test_every_public_exception_is_drawn_in_the_one_tree_under_its_parent() -> None:
+    # The tree in _errors.py (and the Python guide's copy) is what a user reads to know what to
+    # catch: every public exception is in it, under the class it derives from.
+    from summeval_runner import _errors
+
+    public = {
+        name: getattr(summeval_runner, name)
+        for name in summeval_runner.__all__
+        if isinstance(getattr(summeval_runner, name), type)
+        and issubclass(getattr(summeval_runner, name), BaseException)
+    }
+    for tree in (
+        _errors.__doc__ or "",
+        (Path(__file__).parents[1] / "docs/guides/python.md").read_text(encoding="utf-8"),
+    ):
+        drawn = _drawn_tree(tree)
+        assert set(drawn) == set(public)
+        for name, parent in drawn.items():
+            if parent is not None:
+                assert public[name].__bases__[0] is public[parent], name
+    assert all(issubclass(kind, summeval_runner.SummevalError) for kind in public.values())
+
+
+def _drawn_tree(text: str) -> dict[str, str | None]:
+    """Each class of a drawn tree (``SummevalError`` at its root, ``├──``/``└──`` below) and its
+    parent, read from the indentation."""
+    lines = text.split("SummevalError", 1)[1].split("\n")
+    parents: dict[str, str | None] = {"SummevalError": None}
+    stack = [(-1, "SummevalError")]
+    for line in lines[1:]:
+        found = re.match(r"^([\s│]*)[├└]── (\w+)", line.rstrip())
+        if found is None:
+            if line.strip() and not line[:1].isspace() and not line.startswith("│"):
+                break  # the tree has ended
+            continue
+        depth = len(found[1])
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[found[2]] = stack[-1][1]
+        stack.append((depth, found[2]))
+    return parents
 
 
 def test_every_public_name_resolves() -> None:

@@ -33,10 +33,9 @@ import pandas as pd
 
 from summeval_runner._cli._allocator import use_system_allocator
 from summeval_runner._cli._sweep import MERGED, is_sweep, variants
-from summeval_runner._errors import InputError, SummevalError
+from summeval_runner._errors import InputError, RunsDiffer, SummevalError
 from summeval_runner._io._compare import (
     Run,
-    RunsDiffer,
     check_floors,
     compare_loaded,
     config_history,

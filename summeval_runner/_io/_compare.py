@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from summeval_runner._errors import InputError
+from summeval_runner._errors import InputError, RunsDiffer
 from summeval_runner._io._manifest import MANIFEST, Manifest, deciding_config, read_manifest
 from summeval_runner._io._parquet import described, typed_frame, write_typed
 from summeval_runner._io._tables import ITEMS_SCHEMA, one_row_per_item
@@ -439,18 +439,6 @@ def mismatches(runs: Sequence[Run], base: Run | None) -> list[Mismatch]:
                 Mismatch("dataset", run.variant, ours_shown, reference_label, theirs_shown)
             )
     return found
-
-
-class RunsDiffer(InputError):
-    """Runs that do not measure alike were given to compare, and the caller did not allow it."""
-
-    def __init__(self, found: Sequence[Mismatch]) -> None:
-        self.mismatches = tuple(found)
-        super().__init__(
-            "these runs differ in what decides their scores, so their scores do not compare: "
-            + "; ".join(m.describe() for m in found)
-            + "; pass allow_mismatch=True to compare them anyway"
-        )
 
 
 def _ids(run: Run) -> str | None:

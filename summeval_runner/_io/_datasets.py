@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pyarrow.parquet as pq
 
-from summeval_runner._errors import ConfigError, InputError
+from summeval_runner._errors import ConfigError, DatasetError
 
 Format = Literal["auto", "jsonl", "csv", "parquet"]
 _SUFFIXES: dict[str, Format] = {
@@ -30,10 +30,6 @@ _SUFFIXES: dict[str, Format] = {
     ".parquet": "parquet",
     ".pq": "parquet",
 }
-
-
-class DatasetError(InputError):
-    """A dataset cannot be read or breaks a rule; the message names the file, row and field."""
 
 
 # The fields that hold a row's summary when ``FieldMap.output`` names none, in this order: the

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from summeval_runner._errors import InputError
+from summeval_runner._errors import DatasetError, InputError, RatingsError
 from summeval_runner._io._datasets import (
-    DatasetError,
     IdAllocator,
     _rows,
     detect_format,
@@ -28,11 +27,6 @@ from summeval_runner._scorers._reference import coverage_reference
 
 Dimension = Literal["alignment", "coverage", "score"]
 DIMENSIONS: tuple[Dimension, ...] = get_args(Dimension)
-
-
-class RatingsError(DatasetError):
-    """A ratings file cannot be read or breaks a rule; the message names the file, row and
-    field."""
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from summeval_runner._errors import ConfigError, InputError
+from summeval_runner._errors import ConfigError, DatasetError, InputError
 from summeval_runner._io._datasets import (
     OUTPUT_NAMES,
-    DatasetError,
     DatasetFile,
     IdAllocator,
     Item,
