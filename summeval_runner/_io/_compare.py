@@ -978,8 +978,9 @@ class BrokenRun:
 
 
 def _runs_of(comparison: pd.DataFrame) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = comparison.drop_duplicates(["variant", "run_dir"]).to_dict(
-        "records"
+    rows = cast(
+        list[dict[str, Any]],
+        comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"),
     )
     return rows
 

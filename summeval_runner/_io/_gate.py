@@ -20,7 +20,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -162,8 +162,9 @@ class _Case:
 def _runs(comparison: pd.DataFrame) -> list[dict[str, Any]]:
     if comparison.empty:
         return []
-    rows: list[dict[str, Any]] = comparison.drop_duplicates(["variant", "run_dir"]).to_dict(
-        "records"
+    rows = cast(
+        list[dict[str, Any]],
+        comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"),
     )
     return rows
 
@@ -235,7 +236,7 @@ def _row(comparison: pd.DataFrame, run_dir: str, dimension: str) -> dict[str, An
     rows = comparison[(comparison["run_dir"] == run_dir) & (comparison["dimension"] == dimension)]
     if rows.empty:
         return None
-    row: dict[str, Any] = rows.iloc[0].to_dict()
+    row = cast(dict[str, Any], rows.iloc[0].to_dict())
     return row
 
 

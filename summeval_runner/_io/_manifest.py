@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -91,7 +91,7 @@ def config_differences(
 def _utc(moment: datetime) -> datetime:
     # Runs write UTC with its offset; a time written without one (by hand, by another tool) is
     # read as UTC, so that every manifest's times compare with every other's.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 Timestamp = Annotated[datetime, AfterValidator(_utc)]

@@ -24,7 +24,7 @@ import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -452,7 +452,7 @@ def _write_manifest(
         status="completed" if merged.complete else "partial",
         started_at=min(run.manifest.started_at for run in runs),
         finished_at=max(finished) if finished else None,
-        merged_at=datetime.now(timezone.utc),
+        merged_at=datetime.now(UTC),
         package_version=first.package_version,
         prompt_version=first.prompt_version,
         python_version=first.python_version,

@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -237,7 +237,7 @@ def render_report(
         f"<title>{_e(heading)}</title><style>{style}</style></head><body>",
         f"<h1>{_e(heading)}</h1>",
         f'<p class="muted">summeval_runner report, written '
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
         + (f"; baseline {_e(base.variant)}" if base is not None else "")
         + ".</p>",
         '<nav class="sections">'

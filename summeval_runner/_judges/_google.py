@@ -246,7 +246,7 @@ class GeminiChat:
             return await call
         except self._genai.errors.APIError as error:
             raise _translate(error, where, self.who) from error
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+        except (TimeoutError, aiohttp.ClientError) as error:
             # The SDK lets its transport's errors out as they are (aiohttp's timeouts are
             # asyncio's, which is not the builtin TimeoutError before Python 3.11).
             raise connection_error(

@@ -30,6 +30,7 @@ from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._protocol import judge_name
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult, run_evals
+from summeval_runner._runner._sync import sync_twin
 from summeval_runner._scorers._prompts import PROMPT_VERSION
 from summeval_runner._scorers._result import SUMMARIZATION_SCORER_ID, SummarizationResult
 from summeval_runner._scorers._summarization import (
@@ -177,9 +178,7 @@ def check_resamples(resamples: int) -> None:
         raise ConfigError(f"resamples must be >= {MIN_RESAMPLES}, got {resamples!r}")
 
 
-def judge_agreement_sync(ratings: HumanRatings | str | Path, **kwargs: Any) -> AgreementResult:
-    """``judge_agreement`` for callers without a running event loop."""
-    return asyncio.run(judge_agreement(ratings, **kwargs))
+judge_agreement_sync = sync_twin(judge_agreement)
 
 
 def _item(row: RatedSummary) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -497,7 +497,7 @@ def _repairing(path: Path) -> Iterator[None]:
 def _move_aside(path: Path) -> Path:
     """Rename a damaged cache file (and its WAL files, which belong to it) to
     ``<name>.corrupt-<time>``; the name is new, so nothing earlier is overwritten."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     aside = path.with_name(f"{path.name}.corrupt-{stamp}")
     number = 1
     while aside.exists():

@@ -12,7 +12,6 @@ estimate of its call, when it gives one, is counted apart). Nothing is written, 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -49,6 +48,7 @@ from summeval_runner._runner._cache import (
 )
 from summeval_runner._runner._items import prepare, shard_rule
 from summeval_runner._runner._options import RunOptions
+from summeval_runner._runner._sync import sync_twin
 from summeval_runner._scorers._questions import QuestionBank
 from summeval_runner._scorers._reference import takes_ground_truth
 from summeval_runner._scorers._result import add_costs
@@ -382,6 +382,4 @@ async def estimate_evals(
     return estimate
 
 
-def estimate_evals_sync(**kwargs: Any) -> RunEstimate:
-    """``estimate_evals`` for callers without a running event loop."""
-    return asyncio.run(estimate_evals(**kwargs))
+estimate_evals_sync = sync_twin(estimate_evals)

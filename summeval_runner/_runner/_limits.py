@@ -557,7 +557,7 @@ class LimitedJudge:
             return await asyncio.wait_for(
                 self.judge.complete(request), timeout=self.request_timeout_s
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise JudgeAPIError(
                 f"the judge gave no reply within request_timeout_s ({self.request_timeout_s:g} s)"
             ) from None

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -157,7 +157,7 @@ class RunRecorder:
         ``ConfigError`` when a new run would write into a directory that holds one, or a
         resumed run is not the same run (config, dataset, shard or layout differ).
         """
-        started_at = datetime.now(timezone.utc)
+        started_at = datetime.now(UTC)
         previous = _previous(run_dir, plan) if resume else None
         if previous is None and (run_dir / JOURNAL).exists():
             # Appending would mix two runs in one set of tables; replacing would lose one.
@@ -415,7 +415,7 @@ class RunRecorder:
                 update={
                     "status": final_status(status, unfinished),
                     "stopped_because": stopped_because,
-                    "finished_at": datetime.now(timezone.utc),
+                    "finished_at": datetime.now(UTC),
                     "duration_s": round(traffic.elapsed_s, 3),
                     "counts": counts,
                     "unscorable_items": compacted.unscorable_items,
@@ -473,7 +473,7 @@ class RunRecorder:
             update={
                 "status": "failed",
                 "stopped_because": because,
-                "finished_at": datetime.now(timezone.utc),
+                "finished_at": datetime.now(UTC),
                 "duration_s": round(traffic.elapsed_s, 3),
                 "counts": counts,
                 "unfinished": None if selected is None else max(selected - counts.total, 0),

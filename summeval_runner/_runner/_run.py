@@ -49,6 +49,7 @@ from summeval_runner._runner._record import (
 )
 from summeval_runner._runner._setup import describe_setup
 from summeval_runner._runner._spend import Spend
+from summeval_runner._runner._sync import sync_twin
 from summeval_runner._scorers._outcome import ItemResult, RunCounts, gate_failure
 from summeval_runner._secrets import scrub
 
@@ -551,6 +552,4 @@ def _check_budget(opts: RunOptions, scorers: Sequence[Scorer], target: Any) -> N
         )
 
 
-def run_evals_sync(**kwargs: Any) -> EvalRunResult:
-    """``run_evals`` for callers without a running event loop."""
-    return asyncio.run(run_evals(**kwargs))
+run_evals_sync = sync_twin(run_evals)
