@@ -421,17 +421,6 @@ def load_dataset(
     return items
 
 
-def iter_dataset(
-    path: Path, fields: FieldMap, *, format: str = "auto", limit: int | None = None
-) -> Iterator[Item]:
-    """The dataset's items one at a time, read and checked as they are drawn.
-
-    Holds one row at a time (and the ids seen, to refuse duplicates), so a dataset of any size
-    streams through in flat memory. The same file always gives the same items and ids.
-    """
-    return (item for _, item in _located_items(path, fields, format=format, limit=limit))
-
-
 def _check_path(path: Path) -> None:
     if path.is_dir():
         raise DatasetError(

@@ -299,16 +299,6 @@ class Judge(Protocol):
         ...
 
 
-BatchStatus = Literal[
-    "validating",
-    "failed",
-    "in_progress",
-    "finalizing",
-    "completed",
-    "expired",
-    "cancelling",
-    "cancelled",
-]
 # A batch in one of these has its results (or its failure) in its files: nothing more comes.
 BATCH_ENDED: frozenset[str] = frozenset({"failed", "completed", "expired", "cancelled"})
 # The metadata key that tags a batch with the round of requests that made it.

@@ -33,7 +33,7 @@ from summeval_runner._io._manifest import (
 from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._prices import GIVEN, looked_up_price
 from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name, judge_price
-from summeval_runner._runner._batches import BatchedJudge, IdleWatch
+from summeval_runner._runner._batch_api import BatchedJudge, IdleWatch
 from summeval_runner._runner._cache import (
     AgentCache,
     CachedJudge,

@@ -35,7 +35,7 @@ from summeval_runner._io._manifest import (
 )
 from summeval_runner._judges._panel import judges_of
 from summeval_runner._judges._protocol import agent_pricing, judge_price
-from summeval_runner._runner._batch import Batch, Hook
+from summeval_runner._runner._fanout import Batch, Hook
 from summeval_runner._runner._items import prepare, shard_rule
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
