@@ -31,7 +31,6 @@ run's and the round's tags in the batch's display name; answered at the batch pr
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import logging
@@ -248,9 +247,9 @@ class GeminiChat:
             raise _translate(error, where, self.who) from error
         except (TimeoutError, aiohttp.ClientError) as error:
             # The SDK lets its transport's errors out as they are (aiohttp's timeouts are
-            # asyncio's, which is not the builtin TimeoutError before Python 3.11).
+            # asyncio's, the builtin TimeoutError since Python 3.11).
             raise connection_error(
-                error, where, self.who, timed_out=isinstance(error, asyncio.TimeoutError)
+                error, where, self.who, timed_out=isinstance(error, TimeoutError)
             ) from error
         except json.JSONDecodeError as error:
             raise not_json(where, error.doc, self.who) from error

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -180,6 +181,17 @@ class OpenAIChat:
         """Close the HTTP client of the running event loop, if one was opened."""
         await self._clients.aclose()
 
+    @contextlib.contextmanager
+    def _translating(self) -> Iterator[None]:
+        """The SDK's errors raised inside, raised as this package's (``_translate``): the one
+        point where this client translates them."""
+        import openai
+
+        try:
+            yield
+        except openai.APIError as error:
+            raise _translate(error, redact_url(self.base_url), self.who) from error
+
     async def complete(self, params: dict[str, Any]) -> ChatReply:
         """One Chat Completions call: the reply's text, its token usage and the rate limits the
         server reported beside it.
@@ -192,37 +204,36 @@ class OpenAIChat:
         client = await self._client()
         sent = self.lessons.applied(params)
         try:
-            while True:
-                try:
-                    # The SDK's generic POST (its documented way to send any request), not
-                    # chat.completions.create: create() first walks every parameter through the
-                    # SDK's type transforms (the JSON schema and the messages included) and then
-                    # builds a ChatCompletion model from the reply, which together cost about as
-                    # much CPU as the HTTP exchange itself. The request, retries, errors and
-                    # headers are the SDK's.
-                    response = await client.post(
-                        "/chat/completions",
-                        content=json.dumps(sent).encode(),
-                        cast_to=object,
-                        options={"headers": _RAW_RESPONSE},
-                    )
-                    break
-                except openai.BadRequestError as error:
-                    # A parameter the model refuses (a reasoning model's temperature): learned
-                    # once, and the request sent again without it (_learned).
-                    body = error.body if isinstance(error.body, Mapping) else {}
-                    if not self.lessons.learn(
-                        sent,
-                        status=error.status_code,
-                        code=error.code,
-                        param=error.param,
-                        message=str(body.get("message") or error.message),
-                    ):
-                        raise
-                    sent = self.lessons.applied(params)
-            completion: Any = response.parse()  # type: ignore[attr-defined]
-        except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url), self.who) from error
+            with self._translating():
+                while True:
+                    try:
+                        # The SDK's generic POST (its documented way to send any request), not
+                        # chat.completions.create: create() first walks every parameter through the
+                        # SDK's type transforms (the JSON schema and the messages included) and then
+                        # builds a ChatCompletion model from the reply, which together cost about as
+                        # much CPU as the HTTP exchange itself. The request, retries, errors and
+                        # headers are the SDK's.
+                        response = await client.post(
+                            "/chat/completions",
+                            content=json.dumps(sent).encode(),
+                            cast_to=object,
+                            options={"headers": _RAW_RESPONSE},
+                        )
+                        break
+                    except openai.BadRequestError as error:
+                        # A parameter the model refuses (a reasoning model's temperature): learned
+                        # once, and the request sent again without it (_learned).
+                        body = error.body if isinstance(error.body, Mapping) else {}
+                        if not self.lessons.learn(
+                            sent,
+                            status=error.status_code,
+                            code=error.code,
+                            param=error.param,
+                            message=str(body.get("message") or error.message),
+                        ):
+                            raise
+                        sent = self.lessons.applied(params)
+                completion: Any = response.parse()  # type: ignore[attr-defined]
         except json.JSONDecodeError as error:
             # A body sent as JSON that does not parse: the SDK lets the decoder's error out.
             raise not_json(redact_url(self.base_url), error.doc, self.who) from error
@@ -237,10 +248,8 @@ class OpenAIChat:
 
     async def submit_batch(self, lines: bytes, metadata: Mapping[str, str]) -> BatchState:
         """Upload ``lines`` as a batch input file and create a Chat Completions batch of it."""
-        import openai
-
         client = await self._client()
-        try:
+        with self._translating():
             uploaded = await client.files.create(
                 file=("summeval-batch.jsonl", lines, "application/jsonl"), purpose="batch"
             )
@@ -250,47 +259,33 @@ class OpenAIChat:
                 completion_window="24h",
                 metadata=dict(metadata),
             )
-        except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url), self.who) from error
         return _batch_state(created)
 
     async def batch_state(self, batch_id: str) -> BatchState:
-        import openai
-
         client = await self._client()
-        try:
+        with self._translating():
             return _batch_state(await client.batches.retrieve(batch_id))
-        except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url), self.who) from error
 
     async def tagged_batches(self, tag: str, since: float) -> list[BatchState]:
         """Batches created since ``since`` whose metadata's ``RUN_TAG`` is ``tag``, in whatever
         order the API lists them (read no further back than ``since`` once it shows itself
         newest first, as OpenAI's does)."""
-        import openai
-
         client = await self._client()
         found = []
         window = ListingWindow(since)
-        try:
+        with self._translating():
             async for batch in client.batches.list(limit=100):
                 recent = window.see(batch.created_at)
                 if recent and (batch.metadata or {}).get(RUN_TAG) == tag:
                     found.append(_batch_state(batch))
                 if window.done:
                     break
-        except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url), self.who) from error
         return found
 
     async def batch_file(self, file_id: str) -> bytes:
-        import openai
-
         client = await self._client()
-        try:
+        with self._translating():
             content = await client.files.content(file_id)
-        except openai.APIError as error:
-            raise _translate(error, redact_url(self.base_url), self.who) from error
         return bytes(content.content)
 
 
