@@ -43,7 +43,7 @@ from tests.documents import write_dataset  # noqa: E402
 # failed write, saved to $FULL_DISK_PROBE.
 PROBE = """
 import json, os, sys
-from summeval_runner._io import _journal
+from summeval_runner._rundir import _journal
 state = {"ok": 0, "failed": False}
 def watched(name):
     original = getattr(_journal.RunWriter, name)

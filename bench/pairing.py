@@ -67,7 +67,7 @@ def blocks(here: pa.ChunkedArray, there: pa.ChunkedArray) -> np.ndarray:
 
 
 def child(method: str, items: int) -> None:
-    from summeval_runner._io._compare import _matched
+    from summeval_runner._analysis._compare import _matched
 
     here, there = make_ids(items, seed=11)
     started = time.perf_counter()

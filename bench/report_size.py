@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from summeval_runner import write_report  # noqa: E402
-from summeval_runner._io._tables import ALIGNMENT_SCHEMA, COVERAGE_SCHEMA, ITEMS_SCHEMA  # noqa: E402
+from summeval_runner._rundir._tables import ALIGNMENT_SCHEMA, COVERAGE_SCHEMA, ITEMS_SCHEMA  # noqa: E402
 from tests.browser import browser  # noqa: E402
 
 BUDGET_BYTES = 15_000_000  # 15 MB, as the sizes are printed

@@ -6,6 +6,9 @@ and may change without notice.
 
 from importlib.metadata import version as _version
 
+from summeval_runner._analysis._agreement import AgreementFigure
+from summeval_runner._analysis._compare import compare_runs
+from summeval_runner._analysis._gate import GateVerdict, gate_comparison
 from summeval_runner._errors import (
     AgentAPIError,
     AgentAuthError,
@@ -29,15 +32,8 @@ from summeval_runner._errors import (
     RunsDiffer,
     SummevalError,
 )
-from summeval_runner._io._agreement import AgreementFigure
-from summeval_runner._io._compare import compare_runs
-from summeval_runner._io._datasets import DatasetFile, FieldMap, Item, load_dataset
-from summeval_runner._io._gate import GateVerdict, gate_comparison
-from summeval_runner._io._history import load_history
-from summeval_runner._io._manifest import JudgeNoise, Manifest, PanelDisagreement, RunCost
-from summeval_runner._io._merge import MergedRun, merge_runs
-from summeval_runner._io._ratings import HumanRatings, HumanTarget
-from summeval_runner._io._report import write_report
+from summeval_runner._inputs._datasets import DatasetFile, FieldMap, Item, load_dataset
+from summeval_runner._inputs._ratings import HumanRatings, HumanTarget
 from summeval_runner._judges._anthropic import AnthropicJudge, AnthropicJudgeConfig
 from summeval_runner._judges._azure import AzureJudge, AzureJudgeConfig
 from summeval_runner._judges._fake import FakeJudge
@@ -62,6 +58,10 @@ from summeval_runner._judges._protocol import (
     TokenUsage,
 )
 from summeval_runner._messages import ToolResult, extract_tool_results
+from summeval_runner._report._page import write_report
+from summeval_runner._rundir._manifest import JudgeNoise, Manifest, PanelDisagreement, RunCost
+from summeval_runner._rundir._merge import MergedRun, merge_runs
+from summeval_runner._rundir._runs_table import load_history
 from summeval_runner._runner._agreement import (
     AgreementResult,
     judge_agreement,

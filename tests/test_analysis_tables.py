@@ -21,9 +21,9 @@ from summeval_runner import (
     merge_runs,
     run_evals,
 )
-from summeval_runner._io._parquet import descriptions
-from summeval_runner._io._shards import shard_of
-from summeval_runner._io._tables import TABLES
+from summeval_runner._inputs._shards import shard_of
+from summeval_runner._rundir._parquet import descriptions
+from summeval_runner._rundir._tables import TABLES
 from summeval_runner._scorers._questions import source_fingerprint
 from tests.app import run_app
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from summeval_runner._io._metadata import MetadataTypes
-from summeval_runner._io._tables import TABLES, items_schema
+from summeval_runner._inputs._metadata import MetadataTypes
+from summeval_runner._rundir._tables import TABLES, items_schema
 from tests.app import SAMPLE_ITEMS, SECRET, run_app, run_process, table
 from tests.chat_server import SUMMARY_REPLY, ChatServer, Fault
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from summeval_runner._cli import _app
-from summeval_runner._io._journal import locked
+from summeval_runner._rundir._journal import locked
 from tests.app import Completed, run_app, run_command, run_sweep
 from tests.chat_server import ChatServer
 

@@ -17,14 +17,14 @@ import pandas as pd
 import pytest
 
 from summeval_runner import compare_runs, create_summarization_scorer, run_evals
-from summeval_runner._io._compare import (
+from summeval_runner._analysis._compare import (
     _WORST_ITEMS,
     COMPARED_COLUMNS,
     compare_loaded,
     load_run,
     load_runs,
 )
-from summeval_runner._io._journal import (
+from summeval_runner._rundir._journal import (
     JOURNAL,
     DigestSet,
     IdSet,

@@ -30,8 +30,8 @@ from summeval_runner import (
     run_evals,
     write_report,
 )
-from summeval_runner._io._manifest import DatasetInfo, Manifest
-from summeval_runner._io._tables import ITEMS_SCHEMA
+from summeval_runner._rundir._manifest import DatasetInfo, Manifest
+from summeval_runner._rundir._tables import ITEMS_SCHEMA
 from summeval_runner._stats import paired_bootstrap_ci, paired_permutation_p
 from tests.app import (
     ENV,

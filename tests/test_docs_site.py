@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 import summeval_runner
+from summeval_runner._analysis import _agreement, _compare, _history
 from summeval_runner._cli import _config, _exit_codes
-from summeval_runner._io import _agreement, _compare, _history, _tables
+from summeval_runner._rundir import _runs_table, _tables
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,9 +103,10 @@ def test_every_option_of_every_config_group_is_in_the_reference_with_its_meaning
 
 
 def _schemas() -> dict[str, pa.Schema]:
-    """Every schema the io layer declares (``*_SCHEMA``), found by looking, not by a list."""
+    """Every schema the run directory and the analysis declare (``*_SCHEMA``), found by looking,
+    not by a list."""
     found = {}
-    for module in (_tables, _history, _compare, _agreement):
+    for module in (_tables, _runs_table, _history, _compare, _agreement):
         for name, value in vars(module).items():
             if name.endswith("_SCHEMA") and isinstance(value, pa.Schema):
                 found[f"{module.__name__}.{name}"] = value

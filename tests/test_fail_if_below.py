@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from summeval_runner._analysis._compare import compare_runs
+from summeval_runner._analysis._findings import below_thresholds
 from summeval_runner._errors import InputError
-from summeval_runner._io._compare import below_thresholds, compare_runs
 from tests.app import run_app, summeval_compare
 from tests.test_compare import baseline_scores, make_run
 

@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner import FakeJudge, create_summarization_scorer, run_evals, write_report
+from summeval_runner._analysis._compare import compare_runs
+from summeval_runner._analysis._gate import gate_comparison
 from summeval_runner._cli._summary import print_summary
-from summeval_runner._io._compare import compare_runs
-from summeval_runner._io._gate import gate_comparison
-from summeval_runner._io._manifest import read_manifest
+from summeval_runner._rundir._manifest import read_manifest
 from summeval_runner._scorers._flags import CHECKS, flag_names, flag_spans
 from summeval_runner._scorers._prompts import PROMPT_VERSION
 from tests.app import ROOT, SAMPLE, summeval_compare
@@ -180,7 +180,7 @@ def test_a_run_without_a_directory_counts_its_flagged_items() -> None:
 def test_the_journal_knows_the_flagged_items_a_failed_runs_manifest_counts(
     tmp_path: Path,
 ) -> None:
-    from summeval_runner._io._journal import JOURNAL, _contents, _Damage
+    from summeval_runner._rundir._journal import JOURNAL, _contents, _Damage
 
     run_dir = _run(tmp_path, "run", _data())
 

@@ -31,8 +31,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner import RunRecordError, create_summarization_scorer, run_evals
-from summeval_runner._io import _journal
-from summeval_runner._io._failed_writes import RunLogHandler
+from summeval_runner._rundir import _journal
+from summeval_runner._rundir._failed_writes import RunLogHandler
 from summeval_runner._runner._cache import ResponseCache
 from tests.app import ENV, _process_env, openai_run, run_app
 from tests.chat_server import ChatServer

@@ -30,8 +30,8 @@ from summeval_runner import (
     run_evals,
 )
 from summeval_runner._agents import LeadK
-from summeval_runner._io._compare import _matched
-from summeval_runner._io._manifest import read_manifest
+from summeval_runner._analysis._compare import _matched
+from summeval_runner._rundir._manifest import read_manifest
 from summeval_runner._scorers._prompts import UNTRUSTED
 from tests.app import ENV, run_app, summeval_compare
 from tests.chat_server import ChatServer

@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner import load_history
+from summeval_runner._analysis._history import config_history, history_trend
 from summeval_runner._cli import _compare_command
-from summeval_runner._io._compare import config_history
-from summeval_runner._io._history import history_trend
 from tests.app import run_app, summeval_compare
 from tests.docs_pages import block as block_containing
 from tests.documents import SAMPLE

@@ -23,7 +23,7 @@ from summeval_runner import (
     create_summarization_scorer,
     run_evals,
 )
-from summeval_runner._io import _journal
+from summeval_runner._rundir import _journal
 from tests.app import SAMPLE_ITEMS, run_app, run_process
 
 DATA = [

@@ -29,8 +29,8 @@ from summeval_runner import (
     run_evals,
 )
 from summeval_runner._errors import JudgeAPIError, JudgeConnectionError
-from summeval_runner._io._manifest import read_manifest
 from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, TokenUsage
+from summeval_runner._rundir._manifest import read_manifest
 from summeval_runner._runner._limits import LimitedJudge
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._retry import RetryPolicy

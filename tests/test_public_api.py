@@ -184,9 +184,12 @@ LAYERS = [
     "_messages",
     "_judges",
     "_scorers",
-    "_io",
+    "_inputs",
+    "_rundir",
+    "_analysis",
     "_runner",
     "_agents",
+    "_report",
     "_cli",
 ]
 # Beside the runner, not inside it: the runner never imports the bundled agents. The secrets

@@ -119,7 +119,7 @@ def test_the_readme_queries_run_on_a_real_run(tmp_path: Path) -> None:
 
 
 def test_every_items_column_is_documented() -> None:
-    from summeval_runner._io._tables import ITEMS_SCHEMA
+    from summeval_runner._rundir._tables import ITEMS_SCHEMA
 
     documented = set(
         re.findall(

@@ -18,14 +18,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from summeval_runner._io._journal import (
+from summeval_runner._judges._protocol import JudgeReply, TokenUsage
+from summeval_runner._rundir._journal import (
     PartTraffic,
     RunWriter,
     journal_records,
     journaled_statuses,
 )
-from summeval_runner._io._rows import ItemRecord
-from summeval_runner._judges._protocol import JudgeReply, TokenUsage
+from summeval_runner._rundir._rows import ItemRecord
 from summeval_runner._runner._cache import ResponseCache
 from summeval_runner._scorers._outcome import ItemResult
 from tests.app import ENV, openai_run, run_app, start_app, table

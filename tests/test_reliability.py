@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from summeval_runner._io._journal import RunWriter
+from summeval_runner._rundir._journal import RunWriter
 from tests.app import ENV, Completed, openai_run, run_app, start_app, summeval_cache, table
 from tests.chat_server import ChatServer, Fault, FaultMix, unfenced
 from tests.documents import write_dataset

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from summeval_runner import InputError, compare_runs, write_report
-from summeval_runner._io._tables import ALIGNMENT_SCHEMA, COVERAGE_SCHEMA, ITEMS_SCHEMA
+from summeval_runner._rundir._tables import ALIGNMENT_SCHEMA, COVERAGE_SCHEMA, ITEMS_SCHEMA
 from tests.app import ROOT, run_app, run_sweep
 from tests.browser import SKIP_BROWSER_TESTS, Browser, Page, browser, chromium
 

@@ -32,10 +32,10 @@ from summeval_runner import (
     merge_runs,
     run_evals,
 )
+from summeval_runner._analysis._history import history
 from summeval_runner._cli._config import register_configs
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._compare import history
-from summeval_runner._io._shards import Shard, shard_of
+from summeval_runner._inputs._shards import Shard, shard_of
 from summeval_runner._scorers._questions import source_fingerprint
 from tests.app import (
     ROOT,
@@ -117,7 +117,7 @@ def test_shards_split_items_by_id_the_same_way_in_every_process() -> None:
     assert all(400 <= size <= 600 for size in sizes), sizes
     # Not Python's salted hash(): another interpreter with another seed splits alike.
     script = (
-        "from summeval_runner._io._shards import shard_of\n"
+        "from summeval_runner._inputs._shards import shard_of\n"
         "print([shard_of(f'doc-{i}', 4) for i in range(50)])"
     )
     other = run_process([sys.executable, "-c", script], cwd=ROOT, env={"PYTHONHASHSEED": "12345"})

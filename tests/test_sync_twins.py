@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import summeval_runner
-from summeval_runner._io._journal import journaled_statuses
+from summeval_runner._rundir._journal import journaled_statuses
 from tests.waiting import wait_until
 
 SCRIPT = """

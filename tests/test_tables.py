@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from summeval_runner import ErrorInfo, ItemResult
-from summeval_runner._io._journal import RunWriter, journaled_statuses
-from summeval_runner._io._rows import ItemRecord, rows_of
+from summeval_runner._rundir._journal import RunWriter, journaled_statuses
+from summeval_runner._rundir._rows import ItemRecord, rows_of
 from summeval_runner._stats import t_critical_95
 
 
@@ -283,7 +283,7 @@ def test_a_cut_line_longer_than_a_read_block_is_dropped_on_resume(tmp_path: Path
 def test_every_journal_line_is_indexed_by_its_head_and_reads_back_whole(tmp_path: Path) -> None:
     # Indexing a million-line journal reads each line's head (position, id, status) without a
     # full parse; the writer puts that head first itself, whatever the record's field order.
-    from summeval_runner._io._journal import _HEAD
+    from summeval_runner._rundir._journal import _HEAD
 
     awkward = ['quo"te\\back', "café \u2028 line", "plain", ""]
     writer = RunWriter(tmp_path)

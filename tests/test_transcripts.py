@@ -28,7 +28,7 @@ from summeval_runner import (
     create_summarization_scorer,
     run_evals,
 )
-from summeval_runner._io._tables import TRANSCRIPTS_SCHEMA
+from summeval_runner._rundir._tables import TRANSCRIPTS_SCHEMA
 from tests.app import ENV, SECRET, openai_run, run_app, start_app, summeval_merge, table
 from tests.chat_server import ChatServer, Fault, Recorded, Reply, unfenced, valid_content
 from tests.documents import write_dataset

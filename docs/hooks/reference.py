@@ -287,7 +287,7 @@ def _configs_page() -> str:
 
 
 def _tables_page() -> str:
-    from summeval_runner._io._parquet import descriptions
+    from summeval_runner._rundir._parquet import descriptions
 
     out = []
     for file_name, schema in table_schemas().items():
@@ -300,7 +300,8 @@ def _tables_page() -> str:
 
 def table_schemas() -> dict[str, Any]:
     """Each table a run, a comparison or an agreement writes, by its file name."""
-    from summeval_runner._io import _agreement, _compare, _history, _tables
+    from summeval_runner._analysis import _agreement, _compare, _history
+    from summeval_runner._rundir import _runs_table, _tables
 
     return {
         "items.parquet": _tables.ITEMS_SCHEMA,
@@ -309,7 +310,7 @@ def table_schemas() -> dict[str, Any]:
         "aggregates.parquet": _tables.AGGREGATES_SCHEMA,
         "questions.parquet": _tables.QUESTIONS_SCHEMA,
         "transcripts.parquet": _tables.TRANSCRIPTS_SCHEMA,
-        "runs.parquet": _history.RUNS_SCHEMA,
+        "runs.parquet": _runs_table.RUNS_SCHEMA,
         "trend.parquet": _history.TREND_SCHEMA,
         "comparison.parquet": _compare.COMPARISON_SCHEMA,
         "agreement.parquet": _agreement.AGREEMENT_SCHEMA,

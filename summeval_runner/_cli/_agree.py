@@ -24,6 +24,7 @@ from typing import Any
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from summeval_runner._analysis._agreement import AGREEMENT, agreement_rows, figure_note
 from summeval_runner._cli._app import run_app
 from summeval_runner._cli._plan import (
     HydraJob,
@@ -34,9 +35,8 @@ from summeval_runner._cli._plan import (
 )
 from summeval_runner._cli._signals import tolerate_closed_stdout
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._agreement import AGREEMENT, agreement_rows, figure_note
-from summeval_runner._io._ratings import DIMENSIONS, HumanRatings, HumanTarget
-from summeval_runner._io._report import write_report
+from summeval_runner._inputs._ratings import DIMENSIONS, HumanRatings, HumanTarget
+from summeval_runner._report._page import write_report
 from summeval_runner._runner._agreement import check_resamples, judge_agreement, judged_label
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult

@@ -56,8 +56,8 @@ from summeval_runner._errors import (
     RunRecordError,
     SummevalError,
 )
-from summeval_runner._io._journal import locked
-from summeval_runner._io._manifest import Manifest, read_manifest, write_manifest
+from summeval_runner._rundir._journal import locked
+from summeval_runner._rundir._manifest import Manifest, read_manifest, write_manifest
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._runner._run import EvalRunResult
 from summeval_runner._secrets import scrub

@@ -13,16 +13,16 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from summeval_runner._cli._sweep import merge_shards, variants, write_variants
-from summeval_runner._errors import SummevalError
-from summeval_runner._io._compare import (
+from summeval_runner._analysis._compare import (
     compare_loaded,
     content_pairings,
     load_runs,
     mismatches,
     write_comparison,
 )
-from summeval_runner._io._report import render_report
+from summeval_runner._cli._sweep import merge_shards, variants, write_variants
+from summeval_runner._errors import SummevalError
+from summeval_runner._report._page import render_report
 from summeval_runner._secrets import (
     redact,
     register_secret,

@@ -31,26 +31,23 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._cli._allocator import use_system_allocator
-from summeval_runner._cli._sweep import MERGED, is_sweep, variants
-from summeval_runner._errors import InputError, RunsDiffer, SummevalError
-from summeval_runner._io._compare import (
+from summeval_runner._analysis._compare import (
     Run,
-    check_floors,
     compare_loaded,
-    config_history,
     content_pairings,
-    history_of,
     labelled,
     load_runs,
     mismatches,
-    unfinished_runs,
     write_comparison,
 )
-from summeval_runner._io._gate import gate_comparison
-from summeval_runner._io._history import history_trend
-from summeval_runner._io._paths import directory_problem
-from summeval_runner._io._report import render_report
+from summeval_runner._analysis._findings import check_floors, unfinished_runs
+from summeval_runner._analysis._gate import gate_comparison
+from summeval_runner._analysis._history import config_history, history_of, history_trend
+from summeval_runner._cli._allocator import use_system_allocator
+from summeval_runner._cli._sweep import MERGED, is_sweep, variants
+from summeval_runner._errors import InputError, RunsDiffer, SummevalError
+from summeval_runner._report._page import render_report
+from summeval_runner._rundir._paths import directory_problem
 from summeval_runner._scorers._result import METRICS
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2

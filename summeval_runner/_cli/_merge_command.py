@@ -19,8 +19,8 @@ from pathlib import Path
 from summeval_runner._cli._allocator import use_system_allocator
 from summeval_runner._cli._summary import print_summary
 from summeval_runner._errors import SummevalError
-from summeval_runner._io._manifest import read_manifest
-from summeval_runner._io._merge import merge_runs
+from summeval_runner._rundir._manifest import read_manifest
+from summeval_runner._rundir._merge import merge_runs
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 

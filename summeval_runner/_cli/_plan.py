@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from summeval_runner._cli._config import fixed_keys, label_name, override_key, readable_label
 from summeval_runner._cli._sweep import MULTIRUN
 from summeval_runner._errors import ConfigError, SummevalError
-from summeval_runner._io._datasets import DatasetFile, FieldMap
+from summeval_runner._inputs._datasets import DatasetFile, FieldMap
 from summeval_runner._judges._panel import resolve_model
 from summeval_runner._judges._request import keys_not_needed
 from summeval_runner._runner._estimate import RunEstimate, estimate_evals

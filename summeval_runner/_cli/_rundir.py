@@ -32,8 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from summeval_runner._cli._exit_codes import EXIT_BAD_INPUT
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._journal import JOURNAL, locked
-from summeval_runner._io._paths import directory_problem
+from summeval_runner._rundir._journal import JOURNAL, locked
+from summeval_runner._rundir._paths import directory_problem
 
 logger = logging.getLogger("summeval_runner")
 

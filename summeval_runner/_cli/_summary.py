@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from summeval_runner._io._manifest import JudgeNoise, JudgeTokenTotals, Manifest
+from summeval_runner._rundir._manifest import JudgeNoise, JudgeTokenTotals, Manifest
 from summeval_runner._runner._estimate import RunEstimate
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._secrets import scrub

@@ -21,8 +21,8 @@ from omegaconf import OmegaConf
 
 from summeval_runner._cli._config import job_dir_name
 from summeval_runner._errors import SummevalError
-from summeval_runner._io._manifest import MANIFEST, Manifest, read_manifest
-from summeval_runner._io._merge import merge_runs
+from summeval_runner._rundir._manifest import MANIFEST, Manifest, read_manifest
+from summeval_runner._rundir._merge import merge_runs
 
 logger = logging.getLogger("summeval_runner")
 MERGED = "merged"

@@ -15,8 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._errors import ConfigError, InputError
-from summeval_runner._io._agreement import (
+from summeval_runner._analysis._agreement import (
     AgreementFigure,
     Scores,
     agreement_figures,
@@ -25,7 +24,8 @@ from summeval_runner._io._agreement import (
     read_scores,
     write_agreement,
 )
-from summeval_runner._io._ratings import HumanRatings, RatedSummary
+from summeval_runner._errors import ConfigError, InputError
+from summeval_runner._inputs._ratings import HumanRatings, RatedSummary
 from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._protocol import judge_name
 from summeval_runner._runner._options import RunOptions

@@ -39,7 +39,6 @@ from summeval_runner._errors import (
     JudgeUnavailableError,
     JudgeUnreachableError,
 )
-from summeval_runner._io._journal import BatchRecord
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
     RUN_TAG,
@@ -53,6 +52,7 @@ from summeval_runner._judges._protocol import (
     request_body_of,
     run_tag,
 )
+from summeval_runner._rundir._journal import BatchRecord
 from summeval_runner._runner._cache import request_key
 from summeval_runner._runner._item_time import item_held, item_work
 from summeval_runner._runner._retry import RetryPolicy

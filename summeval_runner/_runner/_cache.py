@@ -43,7 +43,6 @@ except ImportError:  # Windows: no advisory locks
     fcntl = None  # type: ignore[assignment]
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._failed_writes import failed_write
 from summeval_runner._judges._protocol import (
     Judge,
     JudgeReply,
@@ -54,6 +53,7 @@ from summeval_runner._judges._protocol import (
     reply_model,
     request_body_of,
 )
+from summeval_runner._rundir._failed_writes import failed_write
 from summeval_runner._scorers._questions import QuestionKey, QuestionSet
 from summeval_runner._secrets import scrub
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._datasets import Item
+from summeval_runner._inputs._datasets import Item
 from summeval_runner._judges._panel import JudgePanel, judges_of
 from summeval_runner._judges._prices import looked_up_price
 from summeval_runner._judges._protocol import (

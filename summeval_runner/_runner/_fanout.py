@@ -19,11 +19,11 @@ from summeval_runner._errors import (
     JudgeUnavailableError,
     RunRecordError,
 )
-from summeval_runner._io._datasets import Item
-from summeval_runner._io._noise import NoiseTally
-from summeval_runner._io._rows import ItemRecord
+from summeval_runner._inputs._datasets import Item
 from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._protocol import Price, TokenUsage, agent_pricing
+from summeval_runner._rundir._noise import NoiseTally
+from summeval_runner._rundir._rows import ItemRecord
 from summeval_runner._runner._batch_api import IdleWatch
 from summeval_runner._runner._item_time import ITEM_TIME, ItemTime
 from summeval_runner._runner._items import shown

@@ -17,21 +17,21 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from summeval_runner._errors import ConfigError, DatasetError, InputError
-from summeval_runner._io._datasets import (
+from summeval_runner._inputs._datasets import (
     OUTPUT_NAMES,
     DatasetFile,
     IdAllocator,
     Item,
 )
-from summeval_runner._io._manifest import (
+from summeval_runner._inputs._metadata import MetadataReader
+from summeval_runner._inputs._shards import Shard, ShardRule
+from summeval_runner._messages import check_readable
+from summeval_runner._rundir._manifest import (
     DatasetInfo,
     InputsFingerprint,
     input_sha256,
     inputs_fingerprint,
 )
-from summeval_runner._io._metadata import MetadataReader
-from summeval_runner._io._shards import Shard, ShardRule
-from summeval_runner._messages import check_readable
 from summeval_runner._scorers._questions import source_fingerprint
 from summeval_runner._scorers._reference import coverage_reference
 from summeval_runner._scorers._summarization import SummarizationScorer

@@ -22,17 +22,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._journal import BatchRecord
-from summeval_runner._io._manifest import (
+from summeval_runner._judges._panel import JudgePanel
+from summeval_runner._judges._prices import GIVEN, looked_up_price
+from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name, judge_price
+from summeval_runner._rundir._journal import BatchRecord
+from summeval_runner._rundir._manifest import (
     CacheUse,
     JudgeTraffic,
     LearnedParameter,
     PriceUsed,
     merged_lessons,
 )
-from summeval_runner._judges._panel import JudgePanel
-from summeval_runner._judges._prices import GIVEN, looked_up_price
-from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name, judge_price
 from summeval_runner._runner._batch_api import BatchedJudge, IdleWatch
 from summeval_runner._runner._cache import (
     AgentCache,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._shards import Shard
+from summeval_runner._inputs._shards import Shard
 from summeval_runner._runner._cache import CACHE_MODES, CacheMode
 from summeval_runner._runner._retry import RetryPolicy
 

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from summeval_runner._errors import ConfigError, InputError, RunRecordError
-from summeval_runner._io._failed_writes import watch
-from summeval_runner._io._history import write_runs_table
-from summeval_runner._io._journal import (
+from summeval_runner._inputs._shards import ShardRule
+from summeval_runner._rundir._failed_writes import watch
+from summeval_runner._rundir._journal import (
     JOURNAL,
     BatchRecord,
     IdSet,
@@ -45,7 +45,7 @@ from summeval_runner._io._journal import (
     QuestionsLine,
     RunWriter,
 )
-from summeval_runner._io._manifest import (
+from summeval_runner._rundir._manifest import (
     MANIFEST_SCHEMA_VERSION,
     DatasetInfo,
     JudgeTokenTotals,
@@ -61,9 +61,9 @@ from summeval_runner._io._manifest import (
     setup_differences,
     write_manifest,
 )
-from summeval_runner._io._rows import ItemRecord
-from summeval_runner._io._shards import ShardRule
-from summeval_runner._io._tables import score_means
+from summeval_runner._rundir._rows import ItemRecord
+from summeval_runner._rundir._runs_table import write_runs_table
+from summeval_runner._rundir._tables import score_means
 from summeval_runner._runner._judge_stack import JudgeStack
 from summeval_runner._runner._options import RunOptions
 from summeval_runner._scorers._outcome import ItemResult, RunCounts

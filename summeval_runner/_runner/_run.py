@@ -22,9 +22,11 @@ from summeval_runner._errors import (
     JudgeUnreachableError,
     RunRecordError,
 )
-from summeval_runner._io._datasets import DatasetFile, Item
-from summeval_runner._io._journal import BatchRecord, IdSet
-from summeval_runner._io._manifest import (
+from summeval_runner._inputs._datasets import DatasetFile, Item
+from summeval_runner._judges._panel import judges_of
+from summeval_runner._judges._protocol import agent_pricing, judge_price
+from summeval_runner._rundir._journal import BatchRecord, IdSet
+from summeval_runner._rundir._manifest import (
     JudgeNoise,
     JudgeTraffic,
     Manifest,
@@ -33,8 +35,6 @@ from summeval_runner._io._manifest import (
     RunStatus,
     TokenTotals,
 )
-from summeval_runner._judges._panel import judges_of
-from summeval_runner._judges._protocol import agent_pricing, judge_price
 from summeval_runner._runner._fanout import Batch, Hook
 from summeval_runner._runner._items import prepare, shard_rule
 from summeval_runner._runner._judge_stack import JudgeStack

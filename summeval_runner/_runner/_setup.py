@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from summeval_runner._io._datasets import DatasetFile
+from summeval_runner._inputs._datasets import DatasetFile
 
 _SCALARS = (str, int, float, bool, type(None))
 

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from summeval_runner._errors import BudgetExhaustedError
-from summeval_runner._io._journal import PartTraffic
 from summeval_runner._judges._protocol import JudgeReply, JudgeRequest, Price, TokenUsage
+from summeval_runner._rundir._journal import PartTraffic
 from summeval_runner._runner._estimate import expected_output_tokens, request_tokens
 
 logger = logging.getLogger("summeval_runner")

@@ -1,6 +1,6 @@
 """The report's item data: every item of every run, compact, compressed, and inert in a page.
 
-The items viewer (``_report_viewer.js``) reads one JSON value. Its layout keeps the page small:
+The items viewer (``_viewer.js``) reads one JSON value. Its layout keeps the page small:
 one entry per item with the source once (variants of an item judge the same text), then each
 variant's entry with statuses and verdicts as one-letter codes and scores rounded for display.
 Entries are item-major, so an item's summaries, claims and questions (which repeat each other's
@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from summeval_runner._io._compare import Run
+from summeval_runner._analysis._compare import Run
 from summeval_runner._scorers._result import SUMMARIZATION_SCORER_ID
 
 # Statuses and coverage verdicts as the viewer reads them.

@@ -47,11 +47,12 @@ except ImportError:  # Windows: no advisory locks; one writer per run directory 
     fcntl = None  # type: ignore[assignment]
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._io._manifest import CacheUse, JudgeTraffic, RunCost
-from summeval_runner._io._metadata import MetadataTypes
-from summeval_runner._io._noise import NoiseTally
-from summeval_runner._io._rows import ItemRecord, rows_of
-from summeval_runner._io._tables import (
+from summeval_runner._inputs._metadata import MetadataTypes
+from summeval_runner._memory import hand_back_memory
+from summeval_runner._rundir._manifest import CacheUse, JudgeTraffic, RunCost
+from summeval_runner._rundir._noise import NoiseTally
+from summeval_runner._rundir._rows import ItemRecord, rows_of
+from summeval_runner._rundir._tables import (
     AGGREGATES_SCHEMA,
     QUESTIONS_SCHEMA,
     TABLES,
@@ -59,7 +60,6 @@ from summeval_runner._io._tables import (
     Summary,
     items_schema,
 )
-from summeval_runner._memory import hand_back_memory
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._result import STATUSES, Status
 from summeval_runner._secrets import scrub
@@ -508,9 +508,7 @@ class RunWriter:
                 flagged += record.flagged
                 noise.add(record)
                 built = rows_of(record, run_id=run_id, variant=variant, metadata=metadata)
-                verdicts_missing += any(
-                    row["verdict_missing"] for row in built["coverage"]
-                ) or any(
+                verdicts_missing += any(row["verdict_missing"] for row in built["coverage"]) or any(
                     # No claim at all in a summary that is not blank, after the re-asks: the
                     # spec's 0 for its alignment, counted with the verdicts missing.
                     row["status"] == "scored" and row["claims"] == 0

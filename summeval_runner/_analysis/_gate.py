@@ -24,8 +24,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from summeval_runner._errors import ConfigError
-from summeval_runner._io._compare import (
+from summeval_runner._analysis._findings import (
     BelowThreshold,
     BrokenRun,
     FlaggedRun,
@@ -37,6 +36,7 @@ from summeval_runner._io._compare import (
     regressions,
     unpaired_runs,
 )
+from summeval_runner._errors import ConfigError
 from summeval_runner._scorers._result import METRICS
 
 # A run's own health: its test case's name beside the dimensions' in the JUnit XML.

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from summeval_runner._io._metadata import MetadataReader, MetadataTypes
-from summeval_runner._io._tables import ITEMS_SCHEMA
+from summeval_runner._inputs._metadata import MetadataReader, MetadataTypes
+from summeval_runner._rundir._tables import ITEMS_SCHEMA
 from summeval_runner._scorers._outcome import ItemResult, number_of, status_of
 from summeval_runner._scorers._result import (
     ErrorInfo,

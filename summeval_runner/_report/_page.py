@@ -3,7 +3,7 @@
 The page needs nothing from the network and loads nothing: styles and its one script are inline,
 plots are inline SVG built here (``_report_plots``), and the items (every item of every run, with
 its summary, reason, claims and questions) are embedded as data (``_report_data``) that the
-viewer script (``_report_viewer.js``) turns into a table to sort, filter and search, and an item's
+viewer script (``_viewer.js``) turns into a table to sort, filter and search, and an item's
 variants side by side. Every text from the data is escaped where this module writes it, and
 reaches the page through DOM APIs where the viewer does, so a summary holding ``<script>`` shows
 as text. A Content-Security-Policy allows only the page's own script and stylesheet, by their
@@ -27,17 +27,16 @@ from typing import Any
 
 import pandas as pd
 
-from summeval_runner._io._agreement import AGREEMENT, agreement_rows, figure_note
-from summeval_runner._io._compare import Run, compare_loaded, load_runs, run_counts
-from summeval_runner._io._manifest import MANIFEST
-from summeval_runner._io._report_data import (
+from summeval_runner._analysis._agreement import AGREEMENT, agreement_rows, figure_note
+from summeval_runner._analysis._compare import Run, compare_loaded, load_runs, run_counts
+from summeval_runner._report._data import (
     COST_COLUMNS,
     embedded,
     present,
     text_or_none,
     viewer_data,
 )
-from summeval_runner._io._report_plots import (
+from summeval_runner._report._plots import (
     Series,
     check_history,
     colours,
@@ -45,13 +44,14 @@ from summeval_runner._io._report_plots import (
     swatch,
     trends_section,
 )
+from summeval_runner._rundir._manifest import MANIFEST
 from summeval_runner._scorers._result import COUNTED, METRICS
 
 
 @cache
 def _asset(name: str) -> str:
     """The text of one of the report's files shipped with the package (script, stylesheet)."""
-    return resources.files("summeval_runner._io").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("summeval_runner._report").joinpath(name).read_text(encoding="utf-8")
 
 
 def _sha256_source(text: str) -> str:
@@ -213,7 +213,7 @@ def render_report(
     heading = title or (
         f"Run {runs[0].variant}" if len(runs) == 1 else f"Comparison of {len(runs)} runs"
     )
-    script, style = _asset("_report_viewer.js"), _asset("_report.css")
+    script, style = _asset("_viewer.js"), _asset("_page.css")
     data = viewer_data(
         ordered,
         baseline=base is not None,

@@ -1,4 +1,4 @@
-"""Comparing runs: means with intervals, paired differences against a baseline, a gate.
+"""Comparing runs: means with intervals, paired differences against a baseline.
 
 Runs are compared item by item: against the baseline, only items scored in both runs count
 (matched by item id), and the difference of their means gets a paired bootstrap interval and a
@@ -6,23 +6,13 @@ paired sign-flip permutation test. Items that one run has and the other lacks ar
 
 Only runs that measure alike are compared: the same judge, scale, prompt version, coverage basis
 and dataset (``mismatches``); runs that differ there are refused unless the caller allows it.
-The gate fails on a significant drop (``regressions``), on a mean below an absolute floor
-(``below_thresholds``) and, whatever the scores, on a run that a run's own gate
-would not pass (``broken_runs``, by ``gate_failure``): one that did not complete or left items
-unfinished, scored nothing, or errored more than allowed. A run whose every item failed has no
-drop, and a run stopped early may have had none yet. Nor does a run that shares no item with
-the baseline (``unpaired_runs``): nothing of it was compared.
-
-``history`` takes the newest run under a folder whatever its status (a night that failed is
-the night to gate on), and compares it with the earlier completed runs of its config
-(``config_history`` has them all, for the trend that ``_history`` draws).
+What the gate finds in a comparison is ``_findings``; the runs of a config over time,
+``_history``.
 """
 
 from __future__ import annotations
 
 import bisect
-import json
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -37,11 +27,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from summeval_runner._errors import InputError, RunsDiffer
-from summeval_runner._io._manifest import MANIFEST, Manifest, deciding_config, read_manifest
-from summeval_runner._io._parquet import described, typed_frame, write_typed
-from summeval_runner._io._tables import ITEMS_SCHEMA, one_row_per_item
 from summeval_runner._memory import hand_back_memory
-from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
+from summeval_runner._rundir._manifest import MANIFEST, Manifest, read_manifest
+from summeval_runner._rundir._parquet import described, typed_frame, write_typed
+from summeval_runner._rundir._tables import ITEMS_SCHEMA, one_row_per_item
+from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._result import COUNTED, METRICS, SUMMARIZATION_SCORER_ID, Status
 from summeval_runner._stats import mean_interval, paired_bootstrap_ci, paired_permutation_p
 
@@ -304,7 +294,8 @@ def _judge(run: Run) -> Any:
     return run.manifest.judge.name if run.manifest.judge is not None else None
 
 
-def _scale(run: Run) -> float | None:
+def run_scale(run: Run) -> float | None:
+    """The run's scale: its scorer's setting in the manifest, else the largest of its items'."""
     settings = run.manifest.setup.get("scorer", {}).get(SUMMARIZATION_SCORER_ID)
     if isinstance(settings, Mapping) and settings.get("scale") is not None:
         return float(settings["scale"])
@@ -365,7 +356,7 @@ def _coverage_basis(run: Run) -> str | None:
 # (and the dataset, by ``_same_dataset``).
 _DECIDING: dict[str, Callable[[Run], Any]] = {
     "judge": _judge,
-    "scale": _scale,
+    "scale": run_scale,
     "prompt version": _prompt_version,
     # Variants asked the same questions and variants that each drew their own measure coverage
     # differently: a per_item run's coverage carries the noise of its own question choice.
@@ -506,7 +497,7 @@ def _scored_mask(run: Run, column: str) -> npt.NDArray[np.bool_]:
     return scored & present
 
 
-def _scored(run: Run, column: str) -> npt.NDArray[np.float64]:
+def scored_values(run: Run, column: str) -> npt.NDArray[np.float64]:
     """The run's values of ``column`` over its scored items, in its items' order: a mask of
     arrays, not of the frame (which would copy every column and the index of ids first)."""
     values = _row_values(run, column)
@@ -604,8 +595,8 @@ def compare_loaded(
         counts = run_counts(run)
         pairing = _Pairing.of(run, base) if base is not None and run is not base else None
         for dimension, column in METRICS.items():
-            values = _scored(run, column)
-            upper = _scale(run) if dimension == "score" else 1.0
+            values = scored_values(run, column)
+            upper = run_scale(run) if dimension == "score" else 1.0
             # The array itself, not a list of it: a million Python floats would be 32 MB more.
             mean, low, high = mean_interval(values, upper=upper)
             row: dict[str, Any] = dict.fromkeys(COMPARISON_COLUMNS)
@@ -795,410 +786,3 @@ def _paired(
         "tied": int((np.abs(diffs) <= 1e-12).sum()),
         "worst_items": worst,
     }
-
-
-@dataclass(frozen=True)
-class Regression:
-    variant: str
-    dimension: str
-    mean_diff: float
-    p_value: float
-    worst_items: list[str]
-
-    def describe(self) -> str:
-        worst = ", ".join(self.worst_items) or "none"
-        return (
-            f"{self.variant}: {self.dimension} dropped by {-self.mean_diff:.3f} against the "
-            f"baseline (p = {self.p_value:.4f}); the items that dropped most: {worst}"
-        )
-
-
-def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
-    """Rows where a variant is below the baseline by more than ``threshold``, significantly."""
-    found = []
-    for row in comparison.to_dict("records"):
-        diff, significant = row["mean_diff"], row["significant"]
-        if pd.isna(diff) or pd.isna(significant) or not significant:
-            continue
-        if diff < -threshold:
-            found.append(
-                Regression(
-                    row["variant"],
-                    row["dimension"],
-                    float(diff),
-                    float(row["p_value"]),
-                    list(row["worst_items"]),
-                )
-            )
-    return found
-
-
-@dataclass(frozen=True)
-class BelowThreshold:
-    """A compared run whose mean on a dimension is below the absolute floor the gate was
-    given (``--fail-if-below``), or that has no mean there (no item scored)."""
-
-    variant: str
-    run_dir: str
-    dimension: str
-    mean: float | None
-    n: int
-    threshold: float
-
-    def describe(self) -> str:
-        where = named(self.variant, self.run_dir)
-        if self.mean is None:
-            return (
-                f"{where}: {self.dimension} has no mean (no item scored), so it cannot be shown "
-                f"to be at least {self.threshold:g}"
-            )
-        return (
-            f"{where}: {self.dimension} mean {self.mean:.3f} over {self.n} scored items is below "
-            f"the threshold {self.threshold:g}"
-        )
-
-
-def below_thresholds(
-    comparison: pd.DataFrame,
-    thresholds: Mapping[str, float],
-    *,
-    exclude: Sequence[str] = (),
-) -> list[BelowThreshold]:
-    """The compared runs (baseline included, but for the run directories in ``exclude``) whose
-    mean on a dimension of ``thresholds`` (``{"score": 0.7}``) is below it, or undefined.
-
-    A mean is over a run's scored items only: gate with ``broken_runs`` too, or a run with
-    errored or unfinished items passes on the mean of fewer items (``summeval-compare`` does).
-    An unknown dimension is ``InputError``.
-    """
-    unknown = sorted(set(thresholds) - set(METRICS))
-    if unknown:
-        raise InputError(
-            f"a threshold's dimension must be one of {', '.join(METRICS)}, got "
-            f"{', '.join(repr(name) for name in unknown)}"
-        )
-    skipped = {str(path) for path in exclude}
-    found = []
-    for row in comparison.to_dict("records"):
-        threshold = thresholds.get(str(row["dimension"]))
-        if threshold is None or str(row["run_dir"]) in skipped:
-            continue
-        mean = None if pd.isna(row["mean"]) else float(row["mean"])
-        if mean is None or mean < threshold:
-            found.append(
-                BelowThreshold(
-                    str(row["variant"]),
-                    str(row["run_dir"]),
-                    str(row["dimension"]),
-                    mean,
-                    int(row["n"]),
-                    float(threshold),
-                )
-            )
-    return found
-
-
-def check_floors(runs: Sequence[Run], thresholds: Mapping[str, float]) -> None:
-    """Refuse (``InputError``) a floor no mean of these runs could be held to: alignment and
-    coverage lie in [0, 1], a run's score in [0, its scale]. A floor of 0.7 kept from runs of
-    scale 1 would pass nearly any run of scale 10, and one above the scale fail every run."""
-    for dimension, floor in thresholds.items():
-        if dimension != "score":
-            if not 0 <= floor <= 1:
-                raise InputError(
-                    f"a {dimension} floor must be between 0 and 1 (a {dimension} is a share), "
-                    f"got {floor:g}"
-                )
-            continue
-        for run in runs:
-            scale = _scale(run)
-            if scale is not None and not 0 <= floor <= scale:
-                raise InputError(
-                    f"the score floor {floor:g} is outside {run.variant}'s score range [0, "
-                    f"{scale:g}] ({run.path}: scorer.scale={scale:g})"
-                )
-    if "score" in thresholds:
-        scales = {scale for scale in (_scale(run) for run in runs) if scale is not None}
-        if len(scales) > 1:
-            raise InputError(
-                "one score floor cannot hold runs of different scales ("
-                + ", ".join(f"{scale:g}" for scale in sorted(scales))
-                + "): gate them apart"
-            )
-
-
-@dataclass(frozen=True)
-class BrokenRun:
-    """A compared run the gate cannot pass, whatever its scores (``gate_failure``): it did not
-    complete, or left items unfinished; it scored no item; or more of its items errored than
-    allowed."""
-
-    variant: str
-    run_dir: str
-    status: str
-    items: int
-    scored: int
-    unscorable: int
-    errors: int
-    unfinished: int
-    max_error_rate: float
-    failure: GateFailure
-
-    @property
-    def state(self) -> str:
-        """ "part (<dir>) is interrupted with 24 of 26 items unfinished"."""
-        left = (
-            f" with {self.unfinished} of {self.items + self.unfinished} items unfinished"
-            if self.unfinished
-            else ""
-        )
-        return f"{named(self.variant, self.run_dir)} is {self.status}{left}"
-
-    def describe(self) -> str:
-        where = named(self.variant, self.run_dir)
-        if self.failure == "unfinished" and self.status == "running":
-            # Its manifest is the one written at its start: it never ended, or not yet.
-            return (
-                f"{self.state}: it is still in progress, or was killed; let it finish, or "
-                "resume it, before gating on it"
-            )
-        if self.failure == "unfinished":
-            # A partial merge lacks shards: resuming the merge cannot bring their items.
-            remedy = "merge its missing shards" if self.status == "partial" else "resume it"
-            return f"{self.state}: {remedy} before gating on it"
-        if self.failure == "unscored":
-            return (
-                f"{where} scored no item ({self.items} items: {self.unscorable} unscorable, "
-                f"{self.errors} errors): it measured nothing"
-            )
-        return (
-            f"{where}: {self.errors} of {self.items} items errored "
-            f"({self.errors / self.items:.1%}), more than the {self.max_error_rate:.1%} allowed"
-        )
-
-
-def _runs_of(comparison: pd.DataFrame) -> list[dict[str, Any]]:
-    rows = cast(
-        list[dict[str, Any]],
-        comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"),
-    )
-    return rows
-
-
-def _broken(row: Mapping[str, Any], max_error_rate: float) -> BrokenRun | None:
-    counts = RunCounts(
-        total=int(row["items"]),
-        scored=int(row["scored"]),
-        # A comparison written before blank summaries counted has no such column.
-        blank_summaries=int(row.get("blank_summaries", 0)),
-        unscorable=int(row["unscorable"]),
-        errors=int(row["errors"]),
-    )
-    status, unfinished = str(row["status"]), int(row["unfinished"])
-    failure = gate_failure(status, unfinished, counts, max_error_rate)
-    if failure is None:
-        return None
-    return BrokenRun(
-        str(row["variant"]),
-        str(row["run_dir"]),
-        status,
-        counts.total,
-        counts.scored,
-        counts.unscorable,
-        counts.errors,
-        unfinished,
-        max_error_rate,
-        failure,
-    )
-
-
-def broken_runs(comparison: pd.DataFrame, max_error_rate: float) -> list[BrokenRun]:
-    """The compared runs (baseline included) that the gate cannot pass, read from the
-    comparison's status and counts: by the rule of a run's own gate (``gate_failure``)."""
-    found = (_broken(row, max_error_rate) for row in _runs_of(comparison))
-    return [broken for broken in found if broken is not None]
-
-
-def unfinished_runs(comparison: pd.DataFrame) -> list[BrokenRun]:
-    """The compared runs that did not complete or left items unfinished: their figures cover
-    their finished items only."""
-    found = (_broken(row, 1.0) for row in _runs_of(comparison))
-    return [broken for broken in found if broken is not None and broken.failure == "unfinished"]
-
-
-@dataclass(frozen=True)
-class FlaggedRun:
-    """A compared run with items that tripped a manipulation check (``--fail-if-flagged``), or
-    (``flagged`` None) one made before the checks, which cannot say whether it has any."""
-
-    variant: str
-    run_dir: str
-    flagged: int | None
-    items: int
-
-    def describe(self) -> str:
-        where = named(self.variant, self.run_dir)
-        if self.flagged is None:
-            return (
-                f"{where} was made before the manipulation checks (its items.parquet has no "
-                "flags column): rerun it to gate on its flags"
-            )
-        return (
-            f"{where}: {self.flagged} of {self.items} items tripped a manipulation check (see "
-            "flags and flag_spans in its items.parquet)"
-        )
-
-
-def flagged_runs(comparison: pd.DataFrame, *, exclude: Sequence[str] = ()) -> list[FlaggedRun]:
-    """The compared runs, but those in ``exclude`` (run directories), with a flagged item or
-    no flags to check."""
-    found = []
-    for row in _runs_of(comparison):
-        if str(row["run_dir"]) in exclude:
-            continue
-        flagged = row.get("flagged")
-        count = None if flagged is None or pd.isna(flagged) else int(flagged)
-        if count is None or count > 0:
-            variant, where = str(row["variant"]), str(row["run_dir"])
-            found.append(FlaggedRun(variant, where, count, int(row["items"])))
-    return found
-
-
-@dataclass(frozen=True)
-class UnpairedRun:
-    """A compared run with no item scored in both it and the baseline: nothing of it was
-    compared, so no drop could be found (shards of one run, files whose generated ids differ).
-    Or, ``by_summaries``: a run whose ids, like the baseline's, were generated from each item's
-    summary, with items that did not pair (``only_here``, ``only_in_baseline``): those are the
-    items whose summaries changed, so the paired figures leave out every change."""
-
-    variant: str
-    run_dir: str
-    baseline: str
-    shares_items: bool
-    by_summaries: bool = False
-    only_here: int = 0
-    only_in_baseline: int = 0
-
-    def describe(self) -> str:
-        where = named(self.variant, self.run_dir)
-        if self.by_summaries:
-            return (
-                f"{where}: {self.only_here} of its items and {self.only_in_baseline} of the "
-                f"baseline {self.baseline}'s did not pair: both datasets have no id column, so "
-                "each item's id was generated from its input and its summary, and an item whose "
-                "summary changed (a blank one too) has another id in each run. The changed "
-                "items, where a drop would show, were not compared; give the data an id column "
-                "(dataset.fields.id) to pair its rows by it"
-            )
-        if self.shares_items:
-            return (
-                f"{where} has no item scored in both it and the baseline {self.baseline}: "
-                "nothing was compared"
-            )
-        return (
-            f"{where} has no item in common with the baseline {self.baseline}: nothing was compared"
-        )
-
-
-def unpaired_runs(comparison: pd.DataFrame) -> list[UnpairedRun]:
-    """The runs compared with a baseline that share no scored item with it; and the runs that,
-    like the baseline, were paired by ids generated from their summaries and left items unpaired
-    (``UnpairedRun.by_summaries``: exactly the items whose summaries changed). Other runs sharing
-    some items are compared on those, the rest listed as only in one run (a benchmark's items
-    added or retired, under ids of the data's own)."""
-    found = []
-    # A comparison written before the column: no run is known to be paired by its summaries.
-    by_summaries = (
-        comparison["ids_from_summaries"].fillna(False).astype(bool)
-        if "ids_from_summaries" in comparison.columns
-        else pd.Series(False, index=comparison.index)
-    )
-    baselines = comparison["baseline"].isna()
-    of_summaries = set(comparison.loc[baselines & by_summaries, "variant"])
-    for (variant, run_dir), rows in comparison.groupby(["variant", "run_dir"], sort=False):
-        if rows["baseline"].isna().all():
-            continue  # the baseline itself, or no baseline
-        first = rows.iloc[0]
-        if int(rows["n_paired"].fillna(0).max()) > 0:
-            here, there = len(first["items_only_here"]), len(first["items_only_in_baseline"])
-            if (here or there) and bool(by_summaries[rows.index].all()) and (
-                first["baseline"] in of_summaries
-            ):
-                found.append(
-                    UnpairedRun(
-                        str(variant), str(run_dir), str(first["baseline"]), True, True, here, there
-                    )
-                )
-            continue
-        shares = len(first["items_only_here"]) < int(first["items"])
-        found.append(UnpairedRun(str(variant), str(run_dir), str(first["baseline"]), shares))
-    return found
-
-
-def find_runs(folder: Path) -> list[Run]:
-    """Every run under ``folder`` (a directory with a manifest), whatever its status and
-    whether or not it wrote its tables; shards left out."""
-    runs = []
-    for manifest in sorted(folder.rglob(MANIFEST)):
-        try:
-            run = load_run(manifest.parent, items_required=False)
-        except (InputError, OSError, ValueError):
-            continue
-        # A shard holds part of a run's items: its merged run stands for it.
-        if run.manifest.shard is None:
-            runs.append(run)
-    return runs
-
-
-def config_key(run: Run) -> str:
-    """What makes two runs the same benchmark: the config that decides results (not where the
-    data lies, not a price: ``deciding_config``) and the variant label."""
-    same = deciding_config(run.manifest.config)
-    return json.dumps({"config": same, "variant": run.variant}, sort_keys=True, default=str)
-
-
-def config_history(folder: Path | str) -> list[Run]:
-    """The newest run under ``folder``, whatever its status, and every earlier run of its config
-    (``config_key``), whatever theirs: oldest first, the newest last."""
-    runs = find_runs(Path(folder))
-    if not runs:
-        raise InputError(f"{folder} holds no run (no {MANIFEST} under it)")
-    newest = max(runs, key=lambda run: run.started_at)
-    family = sorted(
-        (run for run in runs if run is not newest and config_key(run) == config_key(newest)),
-        key=lambda run: run.started_at,
-    )
-    # The newest last, even where an earlier run has the same start time.
-    return [*family, newest]
-
-
-def history_of(family: Sequence[Run]) -> tuple[pd.DataFrame, list[Run]]:
-    """Of a config's runs (``config_history``): the newest and the earlier completed ones, one
-    row per run, oldest first, with its status and each dimension's mean and n; and those runs,
-    oldest first (the newest last).
-
-    The newest run is taken whatever its status: one that failed, was interrupted or aborted,
-    or is still ``running`` (or was killed) is the run a nightly gate must not pass over for
-    an older one. The runs it is compared with are the earlier ones that completed.
-    """
-    newest = family[-1]
-    same = [run for run in family[:-1] if run.manifest.status == "completed"] + [newest]
-    rows = []
-    for run in same:
-        row: dict[str, Any] = {
-            "started_at": run.started_at.isoformat(),
-            "status": run.manifest.status,
-            "run_dir": str(run.path),
-        }
-        for dimension, column in METRICS.items():
-            values = _scored(run, column)
-            row[dimension] = statistics.fmean(values) if len(values) else None
-        row["n"] = int(run.items["status"].isin(COUNTED).sum())
-        rows.append(row)
-    return pd.DataFrame(rows), same
-
-
-def history(folder: Path | str) -> tuple[pd.DataFrame, list[Run]]:
-    """``history_of`` the runs of the newest run's config under ``folder``."""
-    return history_of(config_history(folder))

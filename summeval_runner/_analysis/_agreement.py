@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._ratings import HumanTarget, RatedSummary
+from summeval_runner._inputs._ratings import HumanTarget, RatedSummary
 from summeval_runner._scorers._result import SUMMARIZATION_SCORER_ID
 from summeval_runner._stats import AgreementStatistic, agreement_difference, agreement_statistics
 

@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from summeval_runner._io._metadata import MetadataTypes
-from summeval_runner._io._parquet import described, for_pandas
+from summeval_runner._inputs._metadata import MetadataTypes
+from summeval_runner._rundir._parquet import described, for_pandas
 from summeval_runner._scorers._outcome import RunCounts, item_status
 from summeval_runner._scorers._result import COUNTED, METRICS, SUMMARIZATION_SCORER_ID, Status
 from summeval_runner._stats import mean_interval, quantile

@@ -21,8 +21,8 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._metadata import MetadataKind, MetadataTypes
-from summeval_runner._io._shards import ShardRule
+from summeval_runner._inputs._metadata import MetadataKind, MetadataTypes
+from summeval_runner._inputs._shards import ShardRule
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._secrets import redact, redact_urls, scrub
 

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._report_data import present
+from summeval_runner._report._data import present
 from summeval_runner._scorers._result import METRICS
 
 # Okabe and Ito's palette, which people with any common colour-vision deficiency tell apart; a

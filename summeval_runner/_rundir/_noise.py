@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from summeval_runner._io._manifest import JudgeNoise, PanelDisagreement
-from summeval_runner._io._rows import ItemRecord
+from summeval_runner._rundir._manifest import JudgeNoise, PanelDisagreement
+from summeval_runner._rundir._rows import ItemRecord
 from summeval_runner._scorers._result import SUMMARIZATION_SCORER_ID, SummarizationResult
 
 

@@ -1,5 +1,6 @@
-"""Runs over time: ``runs.parquet`` (one row a run), ``load_history``, and the trend a nightly
-comparison draws.
+"""``runs.parquet``: one row a run, written with its final manifest, and ``load_history``, which
+reads every run under a folder as such rows. (The trend a nightly comparison draws from them is
+``_analysis/_history.py``.)
 
 Every run directory gets a ``runs.parquet`` where its final manifest is written (a run, a run
 that failed, a merge of shards): the run's id, label, config hash, judge, prompts and dataset,
@@ -14,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._compare import Run, compare_loaded
-from summeval_runner._io._manifest import MANIFEST, Manifest, deciding_config, read_manifest
-from summeval_runner._io._parquet import described, frame_of, typed_frame, write_typed
+from summeval_runner._rundir._manifest import MANIFEST, Manifest, deciding_config, read_manifest
+from summeval_runner._rundir._parquet import described, frame_of, typed_frame, write_typed
 from summeval_runner._scorers._result import METRICS, SUMMARIZATION_SCORER_ID
 
 logger = logging.getLogger("summeval_runner")
 RUNS = "runs.parquet"
-_TIME = pa.timestamp("us", tz="UTC")
+TIME = pa.timestamp("us", tz="UTC")
 
 
 def _dimension_fields(dimension: str) -> list[pa.Field]:
@@ -83,8 +83,8 @@ RUNS_SCHEMA = pa.schema(
             pa.string(),
             "SHA-256 of the dataset's inputs (dataset.inputs_sha256), else of its file",
         ),
-        described("started_at", _TIME, "when the run started (UTC)", nullable=False),
-        described("finished_at", _TIME, "when the run ended (UTC); null: it did not end"),
+        described("started_at", TIME, "when the run started (UTC)", nullable=False),
+        described("finished_at", TIME, "when the run ended (UTC); null: it did not end"),
         described(
             "duration_s",
             pa.float64(),
@@ -250,70 +250,3 @@ def load_history(folder: Path | str) -> pd.DataFrame:
     ordered = frame_of(runs).sort_values(["started_at", "run_id"], kind="stable")
     history: pd.DataFrame = ordered.reset_index(drop=True)
     return history
-
-
-TREND_SCHEMA = pa.schema(
-    [
-        described("run_id", pa.string(), "the run's id", nullable=False),
-        described("variant", pa.string(), "the run's label", nullable=False),
-        described("run_dir", pa.string(), "the run directory", nullable=False),
-        described("started_at", _TIME, "when the run started (UTC)", nullable=False),
-        described("status", pa.string(), "the run's manifest status", nullable=False),
-        described("dimension", pa.string(), "score, alignment or coverage", nullable=False),
-        described("n", pa.int64(), "items that count (scored, blank summaries)", nullable=False),
-        described(
-            "mean", pa.float64(), "the dimension's mean over the scored items and blank summaries"
-        ),
-        described("ci95_low", pa.float64(), "lower end of the mean's 95% t-interval"),
-        described("ci95_high", pa.float64(), "upper end of the mean's 95% t-interval"),
-        described(
-            "mean_diff",
-            pa.float64(),
-            "paired mean difference from the previous completed run; null for the first, or "
-            "with no item scored in both",
-        ),
-        described(
-            "regression",
-            pa.bool_(),
-            "a significant drop (p < alpha) larger than the threshold, against the previous "
-            "completed run",
-            nullable=False,
-        ),
-    ]
-)
-
-
-def history_trend(
-    runs: Sequence[Run], *, alpha: float = 0.05, threshold: float = 0.0, seed: int = 0
-) -> pd.DataFrame:
-    """Each run's dimensions over a history (``runs`` oldest first, of one config), one row per
-    run and dimension: its mean with a 95% interval, and against the previous completed run the
-    paired difference (``compare_loaded``) and whether it is a regression: significant
-    (p < ``alpha``) and a drop larger than ``threshold``."""
-    rows: list[dict[str, Any]] = []
-    previous: Run | None = None
-    for run in runs:
-        compared = [run] if previous is None else [previous, run]
-        table = compare_loaded(compared, previous, seed=seed, alpha=alpha, allow_mismatch=True)
-        for row in table[table["run_dir"] == str(run.path)].to_dict("records"):
-            diff, significant = row["mean_diff"], row["significant"]
-            dropped = not pd.isna(diff) and float(diff) < -threshold
-            rows.append(
-                {
-                    "run_id": run.run_id,
-                    "variant": run.variant,
-                    "run_dir": str(run.path),
-                    "started_at": run.started_at,
-                    "status": run.manifest.status,
-                    "dimension": row["dimension"],
-                    "n": row["n"],
-                    "mean": None if pd.isna(row["mean"]) else row["mean"],
-                    "ci95_low": None if pd.isna(row["ci95_low"]) else row["ci95_low"],
-                    "ci95_high": None if pd.isna(row["ci95_high"]) else row["ci95_high"],
-                    "mean_diff": None if pd.isna(diff) else float(diff),
-                    "regression": bool(dropped and not pd.isna(significant) and significant),
-                }
-            )
-        if run.manifest.status == "completed":
-            previous = run
-    return typed_frame(rows, TREND_SCHEMA)

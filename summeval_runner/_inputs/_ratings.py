@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from summeval_runner._errors import DatasetError, InputError, RatingsError
-from summeval_runner._io._datasets import (
+from summeval_runner._inputs._datasets import (
     IdAllocator,
     _rows,
     detect_format,

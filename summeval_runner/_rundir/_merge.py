@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from summeval_runner._errors import InputError
-from summeval_runner._io._history import write_runs_table
-from summeval_runner._io._journal import (
+from summeval_runner._inputs._shards import Shard, ShardRule
+from summeval_runner._rundir._journal import (
     JOURNAL,
     DigestSet,
     IdSet,
@@ -39,7 +39,7 @@ from summeval_runner._io._journal import (
     journal_records,
     journaled_ids,
 )
-from summeval_runner._io._manifest import (
+from summeval_runner._rundir._manifest import (
     MANIFEST_SCHEMA_VERSION,
     CacheUse,
     JudgeNoise,
@@ -58,10 +58,10 @@ from summeval_runner._io._manifest import (
     setup_differences,
     write_manifest,
 )
-from summeval_runner._io._paths import directory_problem
-from summeval_runner._io._rows import ItemRecord
-from summeval_runner._io._shards import Shard, ShardRule
-from summeval_runner._io._tables import score_means
+from summeval_runner._rundir._paths import directory_problem
+from summeval_runner._rundir._rows import ItemRecord
+from summeval_runner._rundir._runs_table import write_runs_table
+from summeval_runner._rundir._tables import score_means
 from summeval_runner._scorers._outcome import RunCounts
 from summeval_runner._scorers._questions import source_fingerprint
 from summeval_runner._scorers._result import add_costs
