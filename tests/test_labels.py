@@ -15,7 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from summeval_runner import write_report
-from summeval_runner._cli._config import LONGEST_LABEL
+from summeval_runner._cli._names import LONGEST_LABEL
 from summeval_runner._cli._plan import HydraJob, variant_label
 from summeval_runner._report._plots import trends_section
 from tests.app import SAMPLE, openai_run, run_app, run_sweep

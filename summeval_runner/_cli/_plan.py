@@ -22,7 +22,7 @@ from hydra.types import RunMode
 from hydra.utils import get_object, instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from summeval_runner._cli._config import fixed_keys, label_name, override_key, readable_label
+from summeval_runner._cli._names import fixed_keys, label_name, override_key, readable_label
 from summeval_runner._cli._sweep import MULTIRUN
 from summeval_runner._errors import ConfigError, SummevalError
 from summeval_runner._inputs._datasets import DatasetFile, FieldMap

@@ -2,7 +2,7 @@
 shards merged under ``<sweep>/merged/``, ``variants.json``, and the runs that stand for its
 variants when the sweep is compared.
 
-A job's directory is named after its overrides (``_config.job_dir_name``: long values shortened
+A job's directory is named after its overrides (``_names.job_dir_name``: long values shortened
 to a prefix and a hash); ``variants.json`` maps each directory to the job's full overrides and
 its label, so a name that hides a 300-character prompt still leads back to it.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from summeval_runner._cli._config import job_dir_name
+from summeval_runner._cli._names import job_dir_name
 from summeval_runner._errors import SummevalError
 from summeval_runner._rundir._manifest import MANIFEST, Manifest, read_manifest
 from summeval_runner._rundir._merge import merge_runs
