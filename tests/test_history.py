@@ -212,3 +212,31 @@ def test_the_readmes_history_example_runs(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert len(lines) == 3
     assert all(" completed " in line for line in lines[1:])
+
+
+def test_the_history_and_runs_parquet_group_a_benchmarks_nights_alike_across_an_upgrade(
+    tmp_path: Path,
+) -> None:
+    # Two nights of one config and label; an upgrade between them changed the prompts (the
+    # run's setup). They are one benchmark to --history and in runs.parquet alike; the
+    # comparison then refuses them loudly (exit 2), instead of gating the second night alone.
+    outputs = tmp_path / "outputs"
+    first = make_run(outputs / "day1", "nightly", baseline_scores(), started_at="2026-11-01")
+    second = make_run(outputs / "day2", "nightly", baseline_scores(), started_at="2026-11-02")
+    for night, version in ((first, "p1"), (second, "p2")):
+        recorded = manifest(night) | {"prompt_version": version, "setup": {"prompts": version}}
+        (night / "manifest.json").write_text(json.dumps(recorded), encoding="utf-8")
+    make_run(outputs / "other", "other-label", baseline_scores(), started_at="2026-10-01")
+
+    history = load_history(outputs).set_index("variant")
+    gated = summeval_compare(
+        "--history", str(outputs), "--fail-if-drop", "0", "--out", str(tmp_path), cwd=tmp_path
+    )
+
+    nightly = history.loc["nightly"]
+    assert nightly["benchmark_id"].nunique() == 1  # one benchmark ...
+    assert nightly["config_hash"].nunique() == 2  # ... whose setup changed
+    assert history.loc["other-label", "benchmark_id"] not in set(nightly["benchmark_id"])
+    assert [run.path for run in config_history(outputs)] == [first, second]
+    assert gated.returncode == 2, gated.stdout + gated.stderr
+    assert "prompt version" in gated.stderr

@@ -7,7 +7,6 @@ previous completed run. (Each run's row, ``runs.parquet``, is ``_rundir/_runs_ta
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,9 +17,9 @@ import pyarrow as pa
 
 from summeval_runner._analysis._compare import Run, compare_loaded, load_run, scored_values
 from summeval_runner._errors import InputError
-from summeval_runner._rundir._manifest import MANIFEST, deciding_config
+from summeval_runner._rundir._manifest import MANIFEST
 from summeval_runner._rundir._parquet import described, typed_frame
-from summeval_runner._rundir._runs_table import TIME
+from summeval_runner._rundir._runs_table import TIME, benchmark_id
 from summeval_runner._scorers._result import COUNTED, METRICS
 
 TREND_SCHEMA = pa.schema(
@@ -105,22 +104,16 @@ def find_runs(folder: Path) -> list[Run]:
     return runs
 
 
-def config_key(run: Run) -> str:
-    """What makes two runs the same benchmark: the config that decides results (not where the
-    data lies, not a price: ``deciding_config``) and the variant label."""
-    same = deciding_config(run.manifest.config)
-    return json.dumps({"config": same, "variant": run.variant}, sort_keys=True, default=str)
-
-
 def config_history(folder: Path | str) -> list[Run]:
     """The newest run under ``folder``, whatever its status, and every earlier run of its config
-    (``config_key``), whatever theirs: oldest first, the newest last."""
+    (``benchmark_id``), whatever theirs: oldest first, the newest last."""
     runs = find_runs(Path(folder))
     if not runs:
         raise InputError(f"{folder} holds no run (no {MANIFEST} under it)")
     newest = max(runs, key=lambda run: run.started_at)
+    benchmark = benchmark_id(newest.manifest)
     family = sorted(
-        (run for run in runs if run is not newest and config_key(run) == config_key(newest)),
+        (run for run in runs if run is not newest and benchmark_id(run.manifest) == benchmark),
         key=lambda run: run.started_at,
     )
     # The newest last, even where an earlier run has the same start time.

@@ -66,7 +66,16 @@ RUNS_SCHEMA = pa.schema(
             "config_hash",
             pa.string(),
             "SHA-256 of what decides the results: the config's dataset, target, model and scorer "
-            "sections (less dataset.path) and the run's setup; equal for runs of one benchmark",
+            "sections (less dataset.path) and the run's setup (judge, prompts, settings as "
+            "resolved); equal for runs that measure alike",
+            nullable=False,
+        ),
+        described(
+            "benchmark_id",
+            pa.string(),
+            "SHA-256 of the config that decides the results (less dataset.path and prices) and "
+            "the label: equal for a benchmark's runs night after night (what summeval-compare "
+            "--history groups by)",
             nullable=False,
         ),
         described("judge", pa.string(), "the judge (provider/model, or offline)"),
@@ -111,6 +120,18 @@ RUNS_SCHEMA = pa.schema(
 )
 
 
+def benchmark_id(manifest: Manifest) -> str:
+    """What makes two runs the same benchmark, night after night: the SHA-256 of the config
+    that decides results (``deciding_config``: not where the data lies, not a price) and the
+    run's label. ``summeval-compare --history`` takes a run's earlier nights by it, and
+    ``runs.parquet`` holds it, so both group runs alike. (It leaves out the ``setup``, which an
+    upgrade may change: a prompt version that differs then stops the comparison loudly, as
+    runs that do not measure alike, instead of starting a new history with no night before.)"""
+    same = {"config": deciding_config(manifest.config), "variant": manifest.variant}
+    text = json.dumps(same, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def config_hash(manifest: Manifest) -> str:
     """The SHA-256 of what decides a run's results: its config's dataset, target, model and
     scorer sections (without the dataset's path) and its ``setup``, as canonical JSON."""
@@ -150,6 +171,7 @@ def run_row(run_dir: Path, manifest: Manifest) -> dict[str, Any]:
         "run_id": manifest.run_id,
         "variant": manifest.variant,
         "config_hash": config_hash(manifest),
+        "benchmark_id": benchmark_id(manifest),
         "judge": manifest.judge.name if manifest.judge is not None else None,
         "prompt_version": manifest.prompt_version,
         "coverage_basis": manifest.coverage_basis,
