@@ -77,6 +77,7 @@ PUBLIC = {
     "MergedRun",
     # judges
     "Judge",
+    "JudgeBase",
     "JudgeRequest",
     "JudgeReply",
     "TokenUsage",

@@ -632,6 +632,10 @@ RUN_HERE = {
         "tests/test_readme.py::test_the_offline_example_prints_what_the_readme_shows"
     ),
     "FakeJudge(": "tests/test_readme.py",
+    "class EchoJudge(JudgeBase):": (
+        "tests/test_judge_base.py::"
+        "test_the_docs_judge_of_ones_own_runs_and_prints_what_its_comment_says"
+    ),
     "HumanRatings(": "tests/test_agree.py",
     "summeval-compare runs/lazy --fail-if-below 0.4": (
         "tests/test_own_data.py::test_the_own_data_walk_runs_as_written_and_prints_what_the_page_shows"

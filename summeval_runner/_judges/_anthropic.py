@@ -41,8 +41,8 @@ from summeval_runner._judges._http_errors import (
 from summeval_runner._judges._loop_clients import LoopClients
 from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
-    AsyncClosing,
     BatchState,
+    JudgeBase,
     JudgeReply,
     JudgeRequest,
     Price,
@@ -406,7 +406,7 @@ def rate_limits_of(headers: Mapping[str, str]) -> RateLimits | None:
     return None if found == RateLimits() else found
 
 
-class AnthropicJudge(AsyncClosing):
+class AnthropicJudge(JudgeBase):
     """A judge backed by a Claude model through Anthropic's Messages API.
 
     An async context manager, like ``OpenAIJudge``. A ``BatchJudge``: in ``runner.mode=batch``

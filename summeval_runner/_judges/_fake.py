@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 from summeval_runner._errors import JudgeError
 from summeval_runner._judges._protocol import (
     STEPS,
+    JudgeBase,
     JudgeReply,
     JudgeRequest,
     Price,
@@ -19,7 +20,7 @@ Reply: TypeAlias = "Mapping[str, Any] | str | BaseException"
 Script: TypeAlias = "Reply | Sequence[Reply] | Callable[[JudgeRequest], Reply]"
 
 
-class FakeJudge:
+class FakeJudge(JudgeBase):
     """Answers each step from a script and records every request it receives.
 
     A step's script is one reply used for every call, a list of replies used in turn, or a

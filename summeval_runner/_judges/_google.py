@@ -63,8 +63,8 @@ from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
     RUN_TAG,
-    AsyncClosing,
     BatchState,
+    JudgeBase,
     JudgeReply,
     JudgeRequest,
     ListingWindow,
@@ -584,7 +584,7 @@ def _output_line(response: Any) -> dict[str, Any]:
     return {"custom_id": key, "response": {"status_code": 200, "body": body}}
 
 
-class GoogleJudge(AsyncClosing):
+class GoogleJudge(JudgeBase):
     """A judge backed by a Gemini model through the ``google-genai`` SDK.
 
     An async context manager, as every judge that holds connections; left open, its HTTP

@@ -32,6 +32,7 @@ from summeval_runner._judges._lexicon import OPPOSITES
 from summeval_runner._judges._protocol import (
     FREE,
     AnalyzeInput,
+    JudgeBase,
     JudgeReply,
     JudgeRequest,
     PreprocessInput,
@@ -146,7 +147,7 @@ class OfflineSettings:
 DEFAULT_SETTINGS = OfflineSettings()
 
 
-class OfflineJudge:
+class OfflineJudge(JudgeBase):
     """The built-in judge: same steps, same structures as an LLM judge, computed from the text.
 
     Stateless: ``settings`` are read, never written, so one instance serves concurrent items.
@@ -162,6 +163,8 @@ class OfflineJudge:
             if getattr(settings, field.name) != field.default
         ]
         self.name = f"offline({', '.join(changed)})" if changed else "offline"
+        # It reads text on this machine: no request, so no request rate or retries to show.
+        self.local = True
         # It reads text on this machine: its calls cost nothing.
         self.price = FREE
 

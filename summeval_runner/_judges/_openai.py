@@ -31,8 +31,8 @@ from summeval_runner._judges._prices import price_of
 from summeval_runner._judges._protocol import (
     ROUND_TAG,
     RUN_TAG,
-    AsyncClosing,
     BatchState,
+    JudgeBase,
     JudgeReply,
     JudgeRequest,
     ListingWindow,
@@ -310,7 +310,7 @@ def _batch_state(batch: Any) -> BatchState:
     )
 
 
-class OpenAIJudge(AsyncClosing):
+class OpenAIJudge(JudgeBase):
     """A judge backed by an OpenAI-compatible Chat Completions endpoint.
 
     An async context manager: ``async with OpenAIJudge(config) as judge:`` closes its HTTP client

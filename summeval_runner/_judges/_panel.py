@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from summeval_runner._errors import ConfigError
-from summeval_runner._judges._protocol import Judge, judge_name
+from summeval_runner._judges._protocol import Judge, cache_identity_of, judge_name
 from summeval_runner._judges._resolve import resolve_judge
 
 Aggregate = Literal["mean", "median"]
@@ -100,8 +100,7 @@ class JudgePanel:
         its name) and the aggregate. A resume or a merge must find it the same."""
         identities = []
         for judge in self.judges:
-            identify = getattr(judge, "cache_identity", None)
-            identity = identify() if callable(identify) else None
+            identity = cache_identity_of(judge)
             identities.append(
                 dict(identity) if isinstance(identity, Mapping) else {"judge": judge_name(judge)}
             )

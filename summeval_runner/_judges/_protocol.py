@@ -17,6 +17,8 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
+from summeval_runner._judges._learned import Lesson
+
 Step = Literal["preprocess", "analyze", "reason"]
 STEPS: tuple[Step, ...] = ("preprocess", "analyze", "reason")
 
@@ -291,8 +293,9 @@ class JudgeReply:
 
 @runtime_checkable
 class Judge(Protocol):
-    """Anything that answers judge requests. ``name`` is optional and shows in results;
-    ``price`` (a ``Price``), optional too, lets a run estimate and cap what its calls cost."""
+    """Anything that answers judge requests: ``complete`` is all a judge must have. What else a
+    judge may offer (a name, a price, caching, transcripts, closing its connections...) is
+    ``JudgeBase``'s, each with the default a judge that does not offer it gets."""
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """Answer one step. Raise ``JudgeAPIError`` when the request itself fails."""
@@ -418,10 +421,107 @@ class AsyncClosing:
         await self.aclose()
 
 
+class JudgeBase(AsyncClosing):
+    """A judge's abilities beyond ``complete``, each with its default: subclass it and override
+    what your judge offers. The runner reads them through the functions below
+    (``judge_name``, ``judge_price``, ``cache_identity_of``, ...), which give a judge that only
+    has ``complete`` (any object of the ``Judge`` protocol) the same defaults: one place says
+    what a judge may do, and the runner asks instead of guessing.
+
+    - ``name``: shown in results, manifests and comparisons (default: the class name).
+    - ``price``: a ``Price`` per million tokens, to estimate and cap what the run's calls cost
+      (default ``None``: not known; a budget in dollars is then refused).
+    - ``local``: it answers on this machine and sends no request (the offline judge): no
+      request rate, retries or throttling are shown for it (default ``False``).
+    - ``cache_identity()``: what decides its replies besides the request (model, settings),
+      for the response cache and the run's setup (default ``None``: not cached; the setup
+      records its class).
+    - ``request_body(request)``: what it sends for ``request``, kept in transcripts (default
+      ``None``: nothing to show).
+    - ``without_retries()``: a copy that does not retry on its own, so that the run's retry
+      policy is the only one (default: the judge itself).
+    - ``learned_parameters()`` and ``learn_refusal(body, error)``: parameters its model refused
+      (a reasoning model's temperature) and what it sends instead (default: none learned).
+    - ``aclose()``: closes its connections; ``async with judge:`` calls it (default: nothing to
+      close).
+    """
+
+    name: str | None = None
+    price: Price | None = None
+    local: bool = False
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one step. Raise ``JudgeAPIError`` when the request itself fails."""
+        raise NotImplementedError(f"{type(self).__name__} must define complete(request)")
+
+    def cache_identity(self) -> Mapping[str, Any] | None:
+        return None
+
+    def request_body(self, request: JudgeRequest) -> Mapping[str, Any] | None:
+        return None
+
+    def without_retries(self) -> Judge:
+        return self
+
+    def learned_parameters(self) -> tuple[Lesson, ...]:
+        return ()
+
+    def learn_refusal(self, sent: Mapping[str, Any], error: Mapping[str, Any]) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _ability(judge: object, name: str) -> Any:
+    """``judge``'s own ``name`` ability, else ``JudgeBase``'s default bound to it."""
+    found = getattr(judge, name, None)
+    if found is None:
+        found = getattr(JudgeBase, name)
+        if callable(found):
+            return found.__get__(judge)
+    return found
+
+
 def judge_name(judge: Judge) -> str:
     """A judge's display name: its ``name`` attribute, else its class name."""
     name = getattr(judge, "name", None)
     return name if isinstance(name, str) and name else type(judge).__name__
+
+
+def answers_locally(judge: Judge) -> bool:
+    """Whether ``judge`` answers on this machine, sending no request (``JudgeBase.local``)."""
+    return getattr(judge, "local", False) is True
+
+
+def cache_identity_of(judge: Judge) -> Mapping[str, Any] | None:
+    """What decides ``judge``'s replies besides the request, or ``None`` for a judge whose
+    replies are not cached (``JudgeBase.cache_identity``)."""
+    identity = _ability(judge, "cache_identity")()
+    return identity if isinstance(identity, Mapping) else None
+
+
+def without_retries_of(judge: Judge) -> Judge:
+    """``judge`` as the runner sends to it: a copy that does not retry on its own, where it
+    offers one (``JudgeBase.without_retries``)."""
+    sent: Judge = _ability(judge, "without_retries")()
+    return sent
+
+
+def learned_parameters_of(judge: Judge) -> tuple[Lesson, ...]:
+    """The parameters ``judge``'s model refused this run (``JudgeBase.learned_parameters``)."""
+    return tuple(_ability(judge, "learned_parameters")())
+
+
+def learn_refusal_of(judge: Judge, sent: Mapping[str, Any], error: Mapping[str, Any]) -> bool:
+    """Whether ``judge`` learned from a refusal of ``sent``, so that it is sent again without
+    the refused parameter (``JudgeBase.learn_refusal``)."""
+    return bool(_ability(judge, "learn_refusal")(sent, error))
+
+
+async def close_judge(judge: Judge) -> None:
+    """Close ``judge``'s connections, where it holds any (``JudgeBase.aclose``)."""
+    await _ability(judge, "aclose")()
 
 
 def request_body_of(judge: Judge, request: JudgeRequest) -> Mapping[str, Any] | None:
@@ -429,10 +529,7 @@ def request_body_of(judge: Judge, request: JudgeRequest) -> Mapping[str, Any] | 
     provider's Chat Completions body, the messages as sent included), or ``None`` for a judge
     that sends none it can show (the offline judge, a user's own). The runner's wrappers pass
     the question on to the judge they wrap."""
-    body = getattr(judge, "request_body", None)
-    if not callable(body):
-        return None
-    sent = body(request)
+    sent = _ability(judge, "request_body")(request)
     return sent if isinstance(sent, Mapping) else None
 
 

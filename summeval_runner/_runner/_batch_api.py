@@ -47,8 +47,10 @@ from summeval_runner._judges._protocol import (
     Judge,
     JudgeReply,
     JudgeRequest,
+    close_judge,
     judge_name,
     judge_price,
+    learn_refusal_of,
     request_body_of,
     run_tag,
 )
@@ -275,9 +277,7 @@ class BatchedJudge:
         for pending in self._pending.values():
             for future in pending.futures:
                 future.cancel()
-        close = getattr(self.judge, "aclose", None)
-        if close is not None:
-            await close()
+        await close_judge(self.judge)
 
     # --- gathering requests into rounds ------------------------------------------------------
 
@@ -403,10 +403,9 @@ class BatchedJudge:
         """Whether the judge learned from its line's refusal (a parameter the model refuses:
         ``_judges._learned``), so that the line is sent again without it."""
         refusal = self._refusals.pop(pending.key, None)
-        learn = getattr(self.judge, "learn_refusal", None)
-        if refusal is None or pending.body is None or not callable(learn):
+        if refusal is None or pending.body is None:
             return False
-        return bool(learn(pending.body, refusal))
+        return learn_refusal_of(self.judge, pending.body, refusal)
 
     def _stop(self, round_: list[_Pending], error: JudgeUnavailableError) -> None:
         self._fatal = error

@@ -48,6 +48,8 @@ from summeval_runner._judges._protocol import (
     JudgeReply,
     JudgeRequest,
     TokenUsage,
+    cache_identity_of,
+    close_judge,
     judge_name,
     judge_price,
     reply_model,
@@ -88,11 +90,7 @@ def cache_identity(judge: Judge) -> Mapping[str, Any] | None:
     Judges opt in with a ``cache_identity()`` method. The offline judge does not: it is as fast
     as a cache lookup.
     """
-    identify = getattr(judge, "cache_identity", None)
-    if identify is None:
-        return None
-    identity = identify()
-    return identity if isinstance(identity, Mapping) else None
+    return cache_identity_of(judge)
 
 
 def request_key(identity: Mapping[str, Any], request: JudgeRequest) -> str:
@@ -557,9 +555,7 @@ class CachedJudge:
             self._on_traffic({counter: 1})
 
     async def aclose(self) -> None:
-        close = getattr(self.judge, "aclose", None)
-        if close is not None:
-            await close()
+        await close_judge(self.judge)
 
 
 class AgentCache:

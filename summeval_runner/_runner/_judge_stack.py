@@ -24,7 +24,15 @@ from typing import Any, Protocol, runtime_checkable
 from summeval_runner._errors import ConfigError
 from summeval_runner._judges._panel import JudgePanel
 from summeval_runner._judges._prices import GIVEN, looked_up_price
-from summeval_runner._judges._protocol import BatchJudge, Judge, judge_name, judge_price
+from summeval_runner._judges._protocol import (
+    BatchJudge,
+    Judge,
+    close_judge,
+    judge_name,
+    judge_price,
+    learned_parameters_of,
+    without_retries_of,
+)
 from summeval_runner._rundir._journal import BatchRecord
 from summeval_runner._rundir._manifest import (
     CacheUse,
@@ -193,11 +201,9 @@ class JudgeStack:
                 f"judge {judge_name(judge)} has none: use a judge whose provider has one "
                 "(model=openai, anthropic or google), or mode interactive"
             )
-        without_retries = getattr(judge, "without_retries", None)
-        sent: Judge = judge
-        if callable(without_retries):
-            sent = without_retries()
-            self._owned.append(sent)
+        sent = without_retries_of(judge)
+        if sent is not judge:
+            self._owned.append(sent)  # the run's copy: the run closes it
         identity = cache_identity(judge)
         limited: LimitedJudge | BatchedJudge
         if options.mode == "batch":
@@ -267,8 +273,7 @@ class JudgeStack:
         """The parameters the judges' models refused this run, and what is sent instead."""
         found = []
         for limited in self._limited.values():
-            learned = getattr(limited.judge, "learned_parameters", None)
-            for lesson in learned() if callable(learned) else ():
+            for lesson in learned_parameters_of(limited.judge):
                 found.append(
                     LearnedParameter(
                         model=lesson.model,
@@ -348,9 +353,7 @@ class JudgeStack:
         """Close the judges this run made, and the cache; the caller's own judges stay open."""
         try:
             for judge in self._owned:
-                close = getattr(judge, "aclose", None)
-                if close is not None:
-                    await close()
+                await close_judge(judge)
         finally:
             if self.cache is not None:
                 self.cache.close()

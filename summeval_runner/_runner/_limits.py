@@ -33,13 +33,14 @@ from summeval_runner._errors import (
     JudgeConnectionError,
     JudgeUnreachableError,
 )
-from summeval_runner._judges._offline import OfflineJudge
 from summeval_runner._judges._protocol import (
     Judge,
     JudgeReply,
     JudgeRequest,
     RateLimits,
     TokenUsage,
+    answers_locally,
+    close_judge,
     judge_name,
     judge_price,
     request_body_of,
@@ -254,7 +255,7 @@ class LimitedJudge:
         self.judge = judge
         # The offline judge reads text on this machine: it sends no request, so the display
         # shows no request rate or retries for it.
-        self._local = isinstance(judge, OfflineJudge)
+        self._local = answers_locally(judge)
         self._on_traffic = on_traffic
         self._spend = spend
         self._price = judge_price(judge)
@@ -630,6 +631,4 @@ class LimitedJudge:
             await asyncio.sleep(wait_s)
 
     async def aclose(self) -> None:
-        close = getattr(self.judge, "aclose", None)
-        if close is not None:
-            await close()
+        await close_judge(self.judge)

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from summeval_runner._inputs._datasets import DatasetFile
+from summeval_runner._judges._protocol import cache_identity_of
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -48,8 +49,8 @@ def describe_setup(
     for each in scorers:
         judge = getattr(each, "judge", None)
         if judge is not None:
-            identify = getattr(judge, "cache_identity", None)
-            model[each.id] = identify() if callable(identify) else {"type": callable_name(judge)}
+            identity = cache_identity_of(judge)
+            model[each.id] = identity if identity is not None else {"type": callable_name(judge)}
         settings: dict[str, Any] = {"type": callable_name(each)}
         options = getattr(each, "options", None)
         for key in ("max_questions", "scale", "max_reasks", "source", "questions"):

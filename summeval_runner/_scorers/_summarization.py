@@ -42,6 +42,7 @@ from summeval_runner._judges._protocol import (
     ReasonStepResult,
     Step,
     StepInput,
+    close_judge,
     judge_name,
     judge_price,
     request_body_of,
@@ -292,9 +293,7 @@ class SummarizationScorer(AsyncClosing):
         """
         judges = self.judge.judges if isinstance(self.judge, JudgePanel) else (self.judge,)
         for judge in judges:
-            close = getattr(judge, "aclose", None)
-            if close is not None:
-                await close()
+            await close_judge(judge)
 
     @property
     def _one(self) -> Judge:
