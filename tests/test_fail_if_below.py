@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from summeval_runner._analysis._compare import compare_runs
+from summeval_runner._analysis._compare import compare_runs, compared_rows
 from summeval_runner._analysis._findings import below_thresholds
 from summeval_runner._errors import InputError
 from tests.app import run_app, summeval_compare
@@ -170,12 +170,12 @@ def test_the_library_gate_refuses_an_unknown_dimension_and_flags_a_missing_mean(
     run = make_run(tmp_path / "run", "run", scores, statuses=dict.fromkeys(scores, "error"))
     comparison = compare_runs([run])
 
-    (missing,) = below_thresholds(comparison, {"alignment": 0.1})
+    (missing,) = below_thresholds(compared_rows(comparison), {"alignment": 0.1})
 
     assert missing.mean is None
     assert "alignment has no mean (no item scored)" in missing.describe()
     with pytest.raises(InputError, match="got 'fluency'"):
-        below_thresholds(comparison, {"fluency": 0.5})
+        below_thresholds(compared_rows(comparison), {"fluency": 0.5})
 
 
 def test_a_dimension_given_two_floors_is_refused_whatever_their_order(tmp_path: Path) -> None:

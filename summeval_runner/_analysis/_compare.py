@@ -132,6 +132,97 @@ COMPARISON_COLUMNS = COMPARISON_SCHEMA.names
 
 
 @dataclass(frozen=True)
+class ComparedRow:
+    """One row of a comparison (a run, a dimension) as a typed value: nulls as ``None``, lists
+    as tuples. The gate's findings and its writers read these, built once from the table
+    (``compared_rows``), never the table's columns by name."""
+
+    variant: str
+    run_dir: str
+    run_id: str
+    status: str
+    items: int
+    scored: int
+    blank_summaries: int
+    unscorable: int
+    errors: int
+    unfinished: int
+    flagged: int | None
+    ids_from_summaries: bool
+    dimension: str
+    n: int
+    mean: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    baseline: str | None
+    n_paired: int | None
+    mean_diff: float | None
+    diff_ci95_low: float | None
+    diff_ci95_high: float | None
+    p_value: float | None
+    significant: bool | None
+    better: int | None
+    worse: int | None
+    tied: int | None
+    items_only_here: tuple[str, ...]
+    items_only_in_baseline: tuple[str, ...]
+    worst_items: tuple[str, ...]
+
+    @property
+    def paired(self) -> bool:
+        """Whether this run was paired with the baseline on at least one item."""
+        return self.mean_diff is not None
+
+
+# What a comparison written before a column holds there: blank summaries were not counted
+# (none), the manipulation checks did not exist (not known), ids were not made from summaries.
+_BEFORE_COLUMN: dict[str, Any] = {
+    "blank_summaries": 0,
+    "flagged": None,
+    "ids_from_summaries": False,
+}
+
+
+def _typed(kind: pa.DataType, value: Any) -> Any:
+    if isinstance(value, list | tuple | np.ndarray):
+        return tuple(str(each) for each in value)
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if pa.types.is_integer(kind):
+        return int(value)
+    if pa.types.is_floating(kind):
+        return float(value)
+    if pa.types.is_boolean(kind):
+        return bool(value)
+    return str(value)
+
+
+def compared_rows(comparison: pd.DataFrame) -> list[ComparedRow]:
+    """``comparison``'s rows as ``ComparedRow``s, in its order."""
+    kinds = {field.name: field.type for field in COMPARISON_SCHEMA}
+    return [
+        ComparedRow(
+            **{
+                name: _typed(kind, record.get(name, _BEFORE_COLUMN.get(name)))
+                for name, kind in kinds.items()
+            }
+        )
+        for record in comparison.to_dict("records")
+    ]
+
+
+def runs_of(rows: Sequence[ComparedRow]) -> list[ComparedRow]:
+    """Each compared run's first row (its counts and status are on every row of it)."""
+    seen: set[tuple[str, str]] = set()
+    first = []
+    for row in rows:
+        if (row.variant, row.run_dir) not in seen:
+            seen.add((row.variant, row.run_dir))
+            first.append(row)
+    return first
+
+
+@dataclass(frozen=True)
 class Run:
     """A finished run directory: its label, its manifest and its per-item scores."""
 

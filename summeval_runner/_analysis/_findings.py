@@ -13,11 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
 
-import pandas as pd
-
-from summeval_runner._analysis._compare import Run, named, run_scale
+from summeval_runner._analysis._compare import ComparedRow, Run, named, run_scale, runs_of
 from summeval_runner._errors import InputError
 from summeval_runner._scorers._outcome import GateFailure, RunCounts, gate_failure
 from summeval_runner._scorers._result import METRICS
@@ -39,21 +36,16 @@ class Regression:
         )
 
 
-def regressions(comparison: pd.DataFrame, threshold: float) -> list[Regression]:
+def regressions(rows: Sequence[ComparedRow], threshold: float) -> list[Regression]:
     """Rows where a variant is below the baseline by more than ``threshold``, significantly."""
     found = []
-    for row in comparison.to_dict("records"):
-        diff, significant = row["mean_diff"], row["significant"]
-        if pd.isna(diff) or pd.isna(significant) or not significant:
+    for row in rows:
+        if row.mean_diff is None or not row.significant or row.p_value is None:
             continue
-        if diff < -threshold:
+        if row.mean_diff < -threshold:
             found.append(
                 Regression(
-                    row["variant"],
-                    row["dimension"],
-                    float(diff),
-                    float(row["p_value"]),
-                    list(row["worst_items"]),
+                    row.variant, row.dimension, row.mean_diff, row.p_value, list(row.worst_items)
                 )
             )
     return found
@@ -85,7 +77,7 @@ class BelowThreshold:
 
 
 def below_thresholds(
-    comparison: pd.DataFrame,
+    rows: Sequence[ComparedRow],
     thresholds: Mapping[str, float],
     *,
     exclude: Sequence[str] = (),
@@ -105,20 +97,14 @@ def below_thresholds(
         )
     skipped = {str(path) for path in exclude}
     found = []
-    for row in comparison.to_dict("records"):
-        threshold = thresholds.get(str(row["dimension"]))
-        if threshold is None or str(row["run_dir"]) in skipped:
+    for row in rows:
+        threshold = thresholds.get(row.dimension)
+        if threshold is None or row.run_dir in skipped:
             continue
-        mean = None if pd.isna(row["mean"]) else float(row["mean"])
-        if mean is None or mean < threshold:
+        if row.mean is None or row.mean < threshold:
             found.append(
                 BelowThreshold(
-                    str(row["variant"]),
-                    str(row["run_dir"]),
-                    str(row["dimension"]),
-                    mean,
-                    int(row["n"]),
-                    float(threshold),
+                    row.variant, row.run_dir, row.dimension, row.mean, row.n, float(threshold)
                 )
             )
     return found
@@ -203,52 +189,42 @@ class BrokenRun:
         )
 
 
-def _runs_of(comparison: pd.DataFrame) -> list[dict[str, Any]]:
-    rows = cast(
-        list[dict[str, Any]],
-        comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"),
-    )
-    return rows
-
-
-def _broken(row: Mapping[str, Any], max_error_rate: float) -> BrokenRun | None:
+def _broken(row: ComparedRow, max_error_rate: float) -> BrokenRun | None:
     counts = RunCounts(
-        total=int(row["items"]),
-        scored=int(row["scored"]),
-        # A comparison written before blank summaries counted has no such column.
-        blank_summaries=int(row.get("blank_summaries", 0)),
-        unscorable=int(row["unscorable"]),
-        errors=int(row["errors"]),
+        total=row.items,
+        scored=row.scored,
+        blank_summaries=row.blank_summaries,
+        unscorable=row.unscorable,
+        errors=row.errors,
     )
-    status, unfinished = str(row["status"]), int(row["unfinished"])
-    failure = gate_failure(status, unfinished, counts, max_error_rate)
+    failure = gate_failure(row.status, row.unfinished, counts, max_error_rate)
     if failure is None:
         return None
     return BrokenRun(
-        str(row["variant"]),
-        str(row["run_dir"]),
-        status,
+        row.variant,
+        row.run_dir,
+        row.status,
         counts.total,
         counts.scored,
         counts.unscorable,
         counts.errors,
-        unfinished,
+        row.unfinished,
         max_error_rate,
         failure,
     )
 
 
-def broken_runs(comparison: pd.DataFrame, max_error_rate: float) -> list[BrokenRun]:
+def broken_runs(rows: Sequence[ComparedRow], max_error_rate: float) -> list[BrokenRun]:
     """The compared runs (baseline included) that the gate cannot pass, read from the
     comparison's status and counts: by the rule of a run's own gate (``gate_failure``)."""
-    found = (_broken(row, max_error_rate) for row in _runs_of(comparison))
+    found = (_broken(row, max_error_rate) for row in runs_of(rows))
     return [broken for broken in found if broken is not None]
 
 
-def unfinished_runs(comparison: pd.DataFrame) -> list[BrokenRun]:
+def unfinished_runs(rows: Sequence[ComparedRow]) -> list[BrokenRun]:
     """The compared runs that did not complete or left items unfinished: their figures cover
     their finished items only."""
-    found = (_broken(row, 1.0) for row in _runs_of(comparison))
+    found = (_broken(row, 1.0) for row in runs_of(rows))
     return [broken for broken in found if broken is not None and broken.failure == "unfinished"]
 
 
@@ -275,18 +251,15 @@ class FlaggedRun:
         )
 
 
-def flagged_runs(comparison: pd.DataFrame, *, exclude: Sequence[str] = ()) -> list[FlaggedRun]:
+def flagged_runs(rows: Sequence[ComparedRow], *, exclude: Sequence[str] = ()) -> list[FlaggedRun]:
     """The compared runs, but those in ``exclude`` (run directories), with a flagged item or
     no flags to check."""
     found = []
-    for row in _runs_of(comparison):
-        if str(row["run_dir"]) in exclude:
+    for row in runs_of(rows):
+        if row.run_dir in exclude:
             continue
-        flagged = row.get("flagged")
-        count = None if flagged is None or pd.isna(flagged) else int(flagged)
-        if count is None or count > 0:
-            variant, where = str(row["variant"]), str(row["run_dir"])
-            found.append(FlaggedRun(variant, where, count, int(row["items"])))
+        if row.flagged is None or row.flagged > 0:
+            found.append(FlaggedRun(row.variant, row.run_dir, row.flagged, row.items))
     return found
 
 
@@ -327,38 +300,30 @@ class UnpairedRun:
         )
 
 
-def unpaired_runs(comparison: pd.DataFrame) -> list[UnpairedRun]:
+def unpaired_runs(rows: Sequence[ComparedRow]) -> list[UnpairedRun]:
     """The runs compared with a baseline that share no scored item with it; and the runs that,
     like the baseline, were paired by ids generated from their summaries and left items unpaired
     (``UnpairedRun.by_summaries``: exactly the items whose summaries changed). Other runs sharing
     some items are compared on those, the rest listed as only in one run (a benchmark's items
     added or retired, under ids of the data's own)."""
+    of_summaries = {row.variant for row in rows if row.baseline is None and row.ids_from_summaries}
+    by_run: dict[tuple[str, str], list[ComparedRow]] = {}
+    for row in rows:
+        by_run.setdefault((row.variant, row.run_dir), []).append(row)
     found = []
-    # A comparison written before the column: no run is known to be paired by its summaries.
-    by_summaries = (
-        comparison["ids_from_summaries"].fillna(False).astype(bool)
-        if "ids_from_summaries" in comparison.columns
-        else pd.Series(False, index=comparison.index)
-    )
-    baselines = comparison["baseline"].isna()
-    of_summaries = set(comparison.loc[baselines & by_summaries, "variant"])
-    for (variant, run_dir), rows in comparison.groupby(["variant", "run_dir"], sort=False):
-        if rows["baseline"].isna().all():
+    for (variant, run_dir), its in by_run.items():
+        first = its[0]
+        if all(row.baseline is None for row in its) or first.baseline is None:
             continue  # the baseline itself, or no baseline
-        first = rows.iloc[0]
-        if int(rows["n_paired"].fillna(0).max()) > 0:
-            here, there = len(first["items_only_here"]), len(first["items_only_in_baseline"])
+        if max(row.n_paired or 0 for row in its) > 0:
+            here, there = len(first.items_only_here), len(first.items_only_in_baseline)
             if (
                 (here or there)
-                and bool(by_summaries[rows.index].all())
-                and (first["baseline"] in of_summaries)
+                and all(row.ids_from_summaries for row in its)
+                and first.baseline in of_summaries
             ):
-                found.append(
-                    UnpairedRun(
-                        str(variant), str(run_dir), str(first["baseline"]), True, True, here, there
-                    )
-                )
+                found.append(UnpairedRun(variant, run_dir, first.baseline, True, True, here, there))
             continue
-        shares = len(first["items_only_here"]) < int(first["items"])
-        found.append(UnpairedRun(str(variant), str(run_dir), str(first["baseline"]), shares))
+        shares = len(first.items_only_here) < first.items
+        found.append(UnpairedRun(variant, run_dir, first.baseline, shares))
     return found

@@ -20,10 +20,10 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
 
 import pandas as pd
 
+from summeval_runner._analysis._compare import ComparedRow, compared_rows, runs_of
 from summeval_runner._analysis._findings import (
     BelowThreshold,
     BrokenRun,
@@ -54,7 +54,8 @@ class GateVerdict:
     ``gated`` is False when no rule was given (no ``fail_if_drop``, no ``fail_if_below``, no
     ``fail_if_flagged``):
     nothing was checked, and the verdict passes, as ``summeval-compare`` exits 0 without a gate.
-    ``comparison`` is the table the verdict was made on (for the writers).
+    ``comparison`` is the table the verdict was made on; ``rows``, its rows as typed values,
+    read once, which the findings and the writers use.
     """
 
     comparison: pd.DataFrame = field(repr=False)
@@ -68,6 +69,7 @@ class GateVerdict:
     below: tuple[BelowThreshold, ...] = ()
     fail_if_flagged: bool = False
     flagged: tuple[FlaggedRun, ...] = ()
+    rows: tuple[ComparedRow, ...] = field(default=(), repr=False)
 
     @property
     def passed(self) -> bool:
@@ -117,21 +119,28 @@ def gate_comparison(
     if not (math.isfinite(max_error_rate) and 0 <= max_error_rate <= 1):
         raise ConfigError(f"max_error_rate must be between 0 and 1, got {max_error_rate!r}")
     gated = fail_if_drop is not None or bool(floors) or fail_if_flagged
+    rows = tuple(compared_rows(comparison))
     verdict = GateVerdict(
-        comparison, gated, fail_if_drop, max_error_rate, floors, fail_if_flagged=fail_if_flagged
+        comparison,
+        gated,
+        fail_if_drop,
+        max_error_rate,
+        floors,
+        fail_if_flagged=fail_if_flagged,
+        rows=rows,
     )
     if not gated:
         return verdict
-    broken = tuple(broken_runs(comparison, max_error_rate))
+    broken = tuple(broken_runs(rows, max_error_rate))
     unpaired: tuple[UnpairedRun, ...] = ()
     dropped: tuple[Regression, ...] = ()
     if fail_if_drop is not None:
         # A broken run is said once, as broken, not again as unpaired.
         gone = {run.run_dir for run in broken}
-        unpaired = tuple(run for run in unpaired_runs(comparison) if run.run_dir not in gone)
-        dropped = tuple(regressions(comparison, fail_if_drop))
-    below = tuple(below_thresholds(comparison, floors, exclude=exclude)) if floors else ()
-    flagged = tuple(flagged_runs(comparison, exclude=exclude)) if fail_if_flagged else ()
+        unpaired = tuple(run for run in unpaired_runs(rows) if run.run_dir not in gone)
+        dropped = tuple(regressions(rows, fail_if_drop))
+    below = tuple(below_thresholds(rows, floors, exclude=exclude)) if floors else ()
+    flagged = tuple(flagged_runs(rows, exclude=exclude)) if fail_if_flagged else ()
     return GateVerdict(
         comparison,
         gated,
@@ -144,6 +153,7 @@ def gate_comparison(
         below,
         fail_if_flagged,
         flagged,
+        rows,
     )
 
 
@@ -159,20 +169,10 @@ class _Case:
     failures: tuple[tuple[str, str], ...]  # (kind, reason)
 
 
-def _runs(comparison: pd.DataFrame) -> list[dict[str, Any]]:
-    if comparison.empty:
-        return []
-    rows = cast(
-        list[dict[str, Any]],
-        comparison.drop_duplicates(["variant", "run_dir"]).to_dict("records"),
-    )
-    return rows
-
-
 def _cases(verdict: GateVerdict) -> list[_Case]:
     cases = []
-    for run in _runs(verdict.comparison):
-        label, where = str(run["variant"]), str(run["run_dir"])
+    for run in runs_of(verdict.rows):
+        label, where = run.variant, run.run_dir
         health = [("broken", b.describe()) for b in verdict.broken if b.run_dir == where]
         health += [("unpaired", u.describe()) for u in verdict.unpaired if u.run_dir == where]
         health += [("flagged", f.describe()) for f in verdict.flagged if f.run_dir == where]
@@ -224,7 +224,7 @@ def _junit(verdict: GateVerdict) -> str:
             )
             failure.text = "\n".join(reason for _, reason in case.failures)
         elif case.name != HEALTH:
-            row = _row(verdict.comparison, case.run_dir, case.name)
+            row = _row(verdict.rows, case.run_dir, case.name)
             if row is not None:
                 ET.SubElement(element, "system-out").text = _figures(row)
     ET.indent(suites)
@@ -232,23 +232,19 @@ def _junit(verdict: GateVerdict) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + body + "\n"
 
 
-def _row(comparison: pd.DataFrame, run_dir: str, dimension: str) -> dict[str, Any] | None:
-    rows = comparison[(comparison["run_dir"] == run_dir) & (comparison["dimension"] == dimension)]
-    if rows.empty:
-        return None
-    row = cast(dict[str, Any], rows.iloc[0].to_dict())
-    return row
+def _row(rows: Sequence[ComparedRow], run_dir: str, dimension: str) -> ComparedRow | None:
+    return next((r for r in rows if r.run_dir == run_dir and r.dimension == dimension), None)
 
 
-def _figures(row: Mapping[str, Any]) -> str:
+def _figures(row: ComparedRow) -> str:
     """One line of a dimension's figures: its mean and, against a baseline, the difference."""
-    text = f"mean {_number(row['mean'])} over {int(row['n'])} scored items"
-    if not _missing(row["mean_diff"]):
+    text = f"mean {_number(row.mean)} over {row.n} scored items"
+    if row.paired:
         text += (
-            f"; difference {_number(row['mean_diff'], sign=True)} "
-            f"[{_number(row['diff_ci95_low'], sign=True)}, "
-            f"{_number(row['diff_ci95_high'], sign=True)}] over {int(row['n_paired'])} paired "
-            f"items against {row['baseline']}, p = {_number(row['p_value'], 4)}"
+            f"; difference {_number(row.mean_diff, sign=True)} "
+            f"[{_number(row.diff_ci95_low, sign=True)}, "
+            f"{_number(row.diff_ci95_high, sign=True)}] over {row.n_paired} paired "
+            f"items against {row.baseline}, p = {_number(row.p_value, 4)}"
         )
     return text
 
@@ -283,18 +279,13 @@ def _md(text: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
-def _missing(value: Any) -> bool:
-    return value is None or bool(pd.isna(value))
-
-
-def _number(value: Any, digits: int = 3, sign: bool = False) -> str:
-    if _missing(value):
+def _number(value: float | None, digits: int = 3, sign: bool = False) -> str:
+    if value is None:
         return NONE
-    return f"{float(value):{'+' if sign else ''}.{digits}f}"
+    return f"{value:{'+' if sign else ''}.{digits}f}"
 
 
 def _markdown(verdict: GateVerdict) -> str:
-    comparison = verdict.comparison
     if not verdict.gated:
         headline = "summeval-compare: compared, no gate set"
     elif verdict.passed:
@@ -302,22 +293,21 @@ def _markdown(verdict: GateVerdict) -> str:
     else:
         headline = "summeval-compare: **the gate failed**"
     lines = [f"### {headline}", "", f"Gate: {_md(_rules(verdict))}.", ""]
-    runs = _runs(comparison)
+    runs = runs_of(verdict.rows)
     if runs:
         lines += [
             "| run | status | items | scored | blank | unscorable | errors | unfinished | health |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         cases = {(c.run_dir, c.name): c for c in _cases(verdict)}
-        baselines = set(comparison["baseline"].dropna().astype(str))
+        baselines = {row.baseline for row in verdict.rows if row.baseline is not None}
         for run in runs:
-            health = cases[(str(run["run_dir"]), HEALTH)]
+            health = cases[(run.run_dir, HEALTH)]
             state = "**fail**" if health.failures else ("pass" if verdict.gated else NONE)
             lines.append(
-                f"| {_md(run['variant'])} | {_md(run['status'])} | {int(run['items'])} | "
-                f"{int(run['scored'])} | {int(run.get('blank_summaries', 0))} | "
-                f"{int(run['unscorable'])} | {int(run['errors'])} | "
-                f"{int(run['unfinished'])} | {state} |"
+                f"| {_md(run.variant)} | {_md(run.status)} | {run.items} | {run.scored} | "
+                f"{run.blank_summaries} | {run.unscorable} | {run.errors} | {run.unfinished} | "
+                f"{state} |"
             )
         lines += [
             "",
@@ -326,13 +316,13 @@ def _markdown(verdict: GateVerdict) -> str:
         ]
         for dimension in METRICS:
             for run in runs:
-                row = _row(comparison, str(run["run_dir"]), dimension)
+                row = _row(verdict.rows, run.run_dir, dimension)
                 if row is None:
                     continue
-                case = cases[(str(run["run_dir"]), dimension)]
-                is_baseline = str(run["variant"]) in baselines
+                case = cases[(run.run_dir, dimension)]
+                is_baseline = run.variant in baselines
                 lines.append(_dimension_line(row, case, verdict.gated, is_baseline))
-        lines += _dropped_most(comparison)
+        lines += _dropped_most(verdict.rows)
     failures = [reason for case in _cases(verdict) for _, reason in case.failures]
     if failures:
         lines += ["", "**Why the gate failed:**", ""]
@@ -340,21 +330,19 @@ def _markdown(verdict: GateVerdict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dimension_line(row: Mapping[str, Any], case: _Case, gated: bool, is_baseline: bool) -> str:
-    paired = not _missing(row["mean_diff"])
+def _dimension_line(row: ComparedRow, case: _Case, gated: bool, is_baseline: bool) -> str:
+    paired = row.paired
     interval = (
-        f"[{_number(row['ci95_low'])}, {_number(row['ci95_high'])}]"
-        if not _missing(row["ci95_low"])
-        else NONE
+        f"[{_number(row.ci95_low)}, {_number(row.ci95_high)}]" if row.ci95_low is not None else NONE
     )
     if paired:
-        difference = _number(row["mean_diff"], sign=True)
+        difference = _number(row.mean_diff, sign=True)
     else:
         # The baseline's own row, or a run with no item scored in both it and the baseline.
-        difference = "baseline" if is_baseline and _missing(row["baseline"]) else NONE
+        difference = "baseline" if is_baseline and row.baseline is None else NONE
     paired_interval = (
-        f"[{_number(row['diff_ci95_low'], sign=True)}, {_number(row['diff_ci95_high'], sign=True)}]"
-        if paired and not _missing(row["diff_ci95_low"])
+        f"[{_number(row.diff_ci95_low, sign=True)}, {_number(row.diff_ci95_high, sign=True)}]"
+        if paired and row.diff_ci95_low is not None
         else NONE
     )
     if case.failures:
@@ -363,22 +351,23 @@ def _dimension_line(row: Mapping[str, Any], case: _Case, gated: bool, is_baselin
     else:
         verdict = "pass" if gated else NONE
     return (
-        f"| {row['dimension']} | {_md(row['variant'])} | {int(row['n'])} | "
-        f"{_number(row['mean'])} | {interval} | {difference} | {paired_interval} | "
-        f"{_number(row['p_value'], 4) if paired else NONE} | {verdict} |"
+        f"| {row.dimension} | {_md(row.variant)} | {row.n} | "
+        f"{_number(row.mean)} | {interval} | {difference} | {paired_interval} | "
+        f"{_number(row.p_value, 4) if paired else NONE} | {verdict} |"
     )
 
 
-def _dropped_most(comparison: pd.DataFrame) -> list[str]:
+def _dropped_most(rows: Sequence[ComparedRow]) -> list[str]:
     """Per run compared with a baseline, the items whose score dropped most."""
     lines: list[str] = []
-    scores = comparison[(comparison["dimension"] == "score") & comparison["baseline"].notna()]
-    for row in scores.to_dict("records"):
-        worst = list(row["worst_items"])[:_WORST_SHOWN]
+    for row in rows:
+        if row.dimension != "score" or row.baseline is None:
+            continue
+        worst = row.worst_items[:_WORST_SHOWN]
         if not worst:
             continue
         if not lines:
             lines += ["", "**The items whose score dropped most:**", ""]
         ids = ", ".join(_md(item) for item in worst)
-        lines.append(f"- {_md(row['variant'])} against {_md(row['baseline'])}: {ids}")
+        lines.append(f"- {_md(row.variant)} against {_md(row.baseline)}: {ids}")
     return lines

@@ -222,7 +222,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         exclude=earlier,
         fail_if_flagged=args.fail_if_flagged,
     )
-    print_verdict(verdict, compared.comparison)
+    print_verdict(verdict)
     for path, text in ((args.summary_md, verdict.markdown), (args.junit, verdict.junit_xml)):
         if path is None:
             continue

@@ -103,11 +103,11 @@ def print_warnings(loaded: list[Run], base: Run | None) -> None:
             )
 
 
-def print_verdict(verdict: GateVerdict, comparison: pd.DataFrame) -> None:
+def print_verdict(verdict: GateVerdict) -> None:
     """The gate's findings, one line each on stderr (a note on unfinished runs when no gate
     was asked for)."""
     if not verdict.gated:
-        for unfinished in unfinished_runs(comparison):
+        for unfinished in unfinished_runs(verdict.rows):
             print(
                 f"summeval-compare: note: {unfinished.state}: its figures cover its "
                 f"{unfinished.items} finished items only",
