@@ -322,6 +322,7 @@ class LimitedJudge:
         server's ``Retry-After``, an outage), its request rate, retries and 429s, and its
         limits as they are now (requests in flight of the bound, and the rates).
 
+        >>> from summeval_runner import OfflineJudge
         >>> LimitedJudge(OfflineJudge(), max_in_flight=8).describe()
         'in flight 0/8'
         """
