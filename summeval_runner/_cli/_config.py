@@ -185,8 +185,17 @@ class AgreeConfig:
     agreement: AgreementConfig = field(default_factory=AgreementConfig)
 
 
+# The ConfigStores registered into, by id: turning the dataclasses into OmegaConf's structured
+# configs takes tens of milliseconds, and a process that runs the app again (a test, a sweep
+# launched in-process) finds them there already.
+_REGISTERED: set[int] = set()
+
+
 def register_configs(store: ConfigStore) -> None:
     """Register the schemas that ``configs/config.yaml`` (``summeval-run``) and
-    ``configs/agree.yaml`` (``summeval-agree``) build on."""
+    ``configs/agree.yaml`` (``summeval-agree``) build on, once per store."""
+    if id(store) in _REGISTERED:
+        return
     store.store(name="base_config", node=AppConfig)
     store.store(name="agree_base_config", node=AgreeConfig)
+    _REGISTERED.add(id(store))
