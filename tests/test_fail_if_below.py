@@ -215,3 +215,21 @@ def test_a_floor_no_mean_can_reach_is_refused(tmp_path: Path, floor: str, messag
 
     assert done.returncode == 2  # not 1: no run failed a reachable floor
     assert message in done.stderr
+
+
+def test_a_floors_message_says_how_many_of_its_items_are_blank_summaries(tmp_path: Path) -> None:
+    # Blank summaries are 0 in every figure: a mean "over 10 scored items" that holds four of
+    # them would read as ten judged items.
+    scores = {f"item-{i:03d}": (0.8, 0.9, 0.8) for i in range(10)}
+    blank = {f"item-{i:03d}": "blank_summary" for i in range(4)}
+    run = make_run(tmp_path / "run", "lazy", scores, statuses=blank)
+
+    fell = summeval_compare(
+        str(run), "--fail-if-below", "0.6", "--out", str(tmp_path), cwd=tmp_path
+    )
+
+    assert fell.returncode == 1, fell.stderr
+    assert (
+        f"below threshold: lazy ({run}): score mean 0.480 over 10 items (6 scored, 4 blank "
+        "summaries at 0) is below the threshold 0.6"
+    ) in fell.stderr

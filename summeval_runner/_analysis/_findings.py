@@ -62,6 +62,8 @@ class BelowThreshold:
     mean: float | None
     n: int
     threshold: float
+    # Of the ``n`` items the mean is over, the blank summaries (0 in every figure, SPEC).
+    blank_summaries: int = 0
 
     def describe(self) -> str:
         where = named(self.variant, self.run_dir)
@@ -70,8 +72,14 @@ class BelowThreshold:
                 f"{where}: {self.dimension} has no mean (no item scored), so it cannot be shown "
                 f"to be at least {self.threshold:g}"
             )
+        over = (
+            f"{self.n} items ({self.n - self.blank_summaries} scored, {self.blank_summaries} "
+            "blank summaries at 0)"
+            if self.blank_summaries
+            else f"{self.n} scored items"
+        )
         return (
-            f"{where}: {self.dimension} mean {self.mean:.3f} over {self.n} scored items is below "
+            f"{where}: {self.dimension} mean {self.mean:.3f} over {over} is below "
             f"the threshold {self.threshold:g}"
         )
 
@@ -104,7 +112,13 @@ def below_thresholds(
         if row.mean is None or row.mean < threshold:
             found.append(
                 BelowThreshold(
-                    row.variant, row.run_dir, row.dimension, row.mean, row.n, float(threshold)
+                    row.variant,
+                    row.run_dir,
+                    row.dimension,
+                    row.mean,
+                    row.n,
+                    float(threshold),
+                    row.blank_summaries,
                 )
             )
     return found
