@@ -975,3 +975,32 @@ def test_a_list_written_as_text_in_a_csv_cell_is_refused_not_read_as_one_key_fac
         "as text"
     ) in done.stderr, done.stderr
     assert "give one per line, or a list in JSONL or Parquet" in done.stderr
+
+
+KEY_FACT_AT_HALF = """
+import json
+from summeval_runner import create_summarization_scorer
+facts = ["Zebra lemon mango kiwi plum.", "Lemon mango grape.", "Kiwi plum peach.",
+         "Kiwi plum cherry."]
+result = create_summarization_scorer("offline").run_sync(
+    input="A source.", output="The zebra ate a kiwi.", ground_truth={"key_facts": facts})
+print(json.dumps([v.answered for v in result.analyze_step_result.coverage]))
+"""
+
+
+def test_a_key_facts_verdict_is_the_same_whatever_pythons_hash_seed() -> None:
+    # The summary holds exactly half of the first fact's weight: its own word "zebra" (1) and
+    # "kiwi" (1/3) of 1 + 1/2 + 1/2 + 1/3 + 1/3. Summed as floats in a set's order, which the
+    # hash seed sets, that share fell on either side of 0.5 from one process to the next.
+    verdicts = {
+        subprocess.run(
+            [sys.executable, "-c", KEY_FACT_AT_HALF],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(8)
+    }
+
+    assert verdicts == {json.dumps([True, False, False, False]) + "\n"}

@@ -26,6 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from fractions import Fraction
 from typing import Any
 
 from summeval_runner._judges._lexicon import OPPOSITES
@@ -510,26 +511,29 @@ def analyze(payload: AnalyzeInput, settings: OfflineSettings = DEFAULT_SETTINGS)
             for start in range(max(1, len(sentences) - window + 1))
         ]
 
-        def held(fact: Analysed) -> float:
+        def held(fact: Analysed) -> Fraction:
             if not settings.key_fact_weights:
-                return max(len(fact.keys & place) for place in places) / len(fact.keys)
-            weights = {key: 1 / holding[key] for key in fact.keys}
+                return Fraction(max(len(fact.keys & place) for place in places), len(fact.keys))
+            # Exact fractions: floats summed in a set's order (which Python's hash seed sets)
+            # land on either side of a half, and a verdict would change from run to run.
+            weights = {key: Fraction(1, holding[key]) for key in fact.keys}
             rarest = min(holding[key] for key in fact.keys)
             own = {key for key in fact.keys if holding[key] == rarest}
+            whole = sum(weights.values(), Fraction(0))
             return max(
                 (
-                    sum(weights[key] for key in fact.keys & place) / sum(weights.values())
+                    sum((weights[key] for key in fact.keys & place), Fraction(0)) / whole
                     for place in places
                     if own & place  # the place says this fact's own detail, not a sibling's
                 ),
-                default=0.0,
+                default=Fraction(0),
             )
 
         recall = settings.key_fact_recall
     else:
 
-        def held(fact: Analysed) -> float:
-            return len(fact.keys & summary_keys) / len(fact.keys)
+        def held(fact: Analysed) -> Fraction:
+            return Fraction(len(fact.keys & summary_keys), len(fact.keys))
 
         recall = settings.answer_recall
     return {
@@ -543,7 +547,7 @@ def analyze(payload: AnalyzeInput, settings: OfflineSettings = DEFAULT_SETTINGS)
 def _answer(
     question: str,
     asked: Analysed,
-    held: Callable[[Analysed], float],
+    held: Callable[[Analysed], Fraction],
     summary: list[Analysed],
     summary_keys: frozenset[str],
     settings: OfflineSettings,
