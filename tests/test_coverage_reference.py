@@ -1004,3 +1004,15 @@ def test_a_key_facts_verdict_is_the_same_whatever_pythons_hash_seed() -> None:
     }
 
     assert verdicts == {json.dumps([True, False, False, False]) + "\n"}
+
+
+def test_a_share_setting_means_the_decimal_written() -> None:
+    # Four of the fact's five content words are in the summary: 4/5 meets key_fact_recall=0.8,
+    # though the float 0.8 is a hair above 4/5.
+    fact = ["The council approved the harbour budget yesterday."]
+    summary = "The council approved the harbour budget."
+    flat = OfflineSettings(key_fact_weights=False, key_fact_window=10**6, key_fact_recall=0.8)
+    stricter = OfflineSettings(key_fact_weights=False, key_fact_window=10**6, key_fact_recall=0.81)
+
+    assert _stated(fact, summary, flat)[0][0] is True
+    assert _stated(fact, summary, stricter)[0][0] is False

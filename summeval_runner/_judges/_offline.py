@@ -529,19 +529,25 @@ def analyze(payload: AnalyzeInput, settings: OfflineSettings = DEFAULT_SETTINGS)
                 default=Fraction(0),
             )
 
-        recall = settings.key_fact_recall
+        recall = _exactly(settings.key_fact_recall)
     else:
 
         def held(fact: Analysed) -> Fraction:
             return Fraction(len(fact.keys & summary_keys), len(fact.keys))
 
-        recall = settings.answer_recall
+        recall = _exactly(settings.answer_recall)
     return {
         "coverage": [
             _answer(question, fact, held, sentences, summary_keys, settings, recall)
             for question, fact in zip(payload.questions, asked, strict=True)
         ]
     }
+
+
+def _exactly(setting: float) -> Fraction:
+    """A share setting as the decimal it was written as: 0.8 is 4/5, so a fact with four of its
+    five words in the summary meets it (the float 0.8 is a hair above 4/5)."""
+    return Fraction(repr(setting))
 
 
 def _answer(
@@ -551,7 +557,7 @@ def _answer(
     summary: list[Analysed],
     summary_keys: frozenset[str],
     settings: OfflineSettings,
-    recall: float,
+    recall: Fraction,
 ) -> dict[str, Any]:
     verdict: dict[str, Any] = {"question": question, "answered": False, "reason": ""}
     if not asked.keys:
