@@ -176,6 +176,8 @@ def test_a_second_run_is_compared_with_a_first_by_a_paired_difference(
     )
     assert done.returncode == 0, done.stderr
     assert "vs offline" in done.stdout
+    # The difference and its paired interval are signed alike, as the compare table's are.
+    assert "+0.000  [+0.000, +0.000]" in done.stdout
     figures = pd.read_parquet(second / "agreement.parquet")
     # The same judge on the same ratings: every difference is 0, its interval too.
     assert (figures["baseline"] == "offline").all()

@@ -195,10 +195,10 @@ def _number(value: float | None, sign: bool = False) -> str:
     return f"{value:+.3f}" if sign else f"{value:.3f}"
 
 
-def _interval(low: float | None, high: float | None) -> str:
+def _interval(low: float | None, high: float | None, sign: bool = False) -> str:
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return ""
-    return f"[{low:.3f}, {high:.3f}]"
+    return f"[{_number(low, sign)}, {_number(high, sign)}]"
 
 
 def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
@@ -232,7 +232,7 @@ def format_agreement(rows: Sequence[dict[str, Any]]) -> str:
         if compared:
             line += (
                 f"  {_number(row['difference'], sign=True):>12}  "
-                f"{_interval(row['difference_ci_low'], row['difference_ci_high']):<16}"
+                f"{_interval(row['difference_ci_low'], row['difference_ci_high'], sign=True):<16}"
             )
         lines.append(line.rstrip())
         note = figure_note(row)
