@@ -108,14 +108,13 @@ def _expand(paths: Sequence[Path]) -> tuple[list[Path], dict[Path, Path]]:
 @dataclass(frozen=True)
 class _Compared:
     """The runs read, their baseline, their comparison, where the outputs go, and (with
-    ``--history``) the trend and the earlier run the newest is measured against."""
+    ``--history``) the trend."""
 
     loaded: list[Run]
     base: Run | None
     comparison: pd.DataFrame
     out: Path
-    trend: pd.DataFrame | None = None
-    history: bool = False
+    trend: pd.DataFrame | None = None  # with --history only
 
 
 def _compared(args: argparse.Namespace, floors: dict[str, float]) -> _Compared:
@@ -144,7 +143,7 @@ def _compared(args: argparse.Namespace, floors: dict[str, float]) -> _Compared:
     if args.history is None:
         return _Compared(loaded, base, comparison, out)
     trend = history_trend(family, alpha=args.alpha, threshold=args.fail_if_drop or 0.0)
-    return _Compared(loaded, base, comparison, out, trend, history=True)
+    return _Compared(loaded, base, comparison, out, trend)
 
 
 def _error(problem: str) -> int:
@@ -213,7 +212,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _error(problem)
     # With --history the earlier run is only the yardstick: tonight's run is the one gated.
     base = compared.base
-    earlier = [str(base.path)] if compared.history and base is not None else []
+    earlier = [str(base.path)] if compared.trend is not None and base is not None else []
     verdict = gate_comparison(
         compared.comparison,
         fail_if_drop=args.fail_if_drop,

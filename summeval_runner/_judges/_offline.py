@@ -154,6 +154,9 @@ class OfflineJudge(JudgeBase):
     Stateless: ``settings`` are read, never written, so one instance serves concurrent items.
     """
 
+    # It reads text on this machine: no request, so no request rate or retries to show.
+    local = True
+
     def __init__(self, settings: OfflineSettings = DEFAULT_SETTINGS) -> None:
         self.settings = settings
         # Two offline judges with different settings are two judges: a run's manifest, its
@@ -164,8 +167,6 @@ class OfflineJudge(JudgeBase):
             if getattr(settings, field.name) != field.default
         ]
         self.name = f"offline({', '.join(changed)})" if changed else "offline"
-        # It reads text on this machine: no request, so no request rate or retries to show.
-        self.local = True
         # It reads text on this machine: its calls cost nothing.
         self.price = FREE
 

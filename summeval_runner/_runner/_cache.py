@@ -48,7 +48,6 @@ from summeval_runner._judges._protocol import (
     JudgeReply,
     JudgeRequest,
     TokenUsage,
-    cache_identity_of,
     close_judge,
     judge_name,
     judge_price,
@@ -82,15 +81,6 @@ def default_cache_path() -> Path:
         return Path(folder) / CACHE_FILE
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "summeval_runner" / CACHE_FILE
-
-
-def cache_identity(judge: Judge) -> Mapping[str, Any] | None:
-    """What decides a judge's replies besides the request, or ``None`` for a judge not cached.
-
-    Judges opt in with a ``cache_identity()`` method. The offline judge does not: it is as fast
-    as a cache lookup.
-    """
-    return cache_identity_of(judge)
 
 
 def request_key(identity: Mapping[str, Any], request: JudgeRequest) -> str:

@@ -31,6 +31,7 @@ from summeval_runner._judges._protocol import (
     Price,
     TokenUsage,
     agent_pricing,
+    cache_identity_of,
     judge_name,
     judge_price,
 )
@@ -42,7 +43,6 @@ from summeval_runner._runner._cache import (
     CachedQuestions,
     ResponseCache,
     agent_key,
-    cache_identity,
     default_cache_path,
     request_key,
 )
@@ -292,7 +292,7 @@ async def estimate_evals(
     known = None if panel else looked_up_price(members[0])
     if known is not None:
         estimate.price_source = f"{known.source}'s price for {known.model}"
-    identities = [cache_identity(member) for member in members]
+    identities = [cache_identity_of(member) for member in members]
     # The questions are the first judge's (a panel's first draws them).
     identity, first_name = identities[0], judge_name(members[0])
     cache = None

@@ -27,6 +27,7 @@ from summeval_runner._judges._prices import GIVEN, looked_up_price
 from summeval_runner._judges._protocol import (
     BatchJudge,
     Judge,
+    cache_identity_of,
     close_judge,
     judge_name,
     judge_price,
@@ -47,7 +48,6 @@ from summeval_runner._runner._cache import (
     CachedJudge,
     CachedQuestions,
     ResponseCache,
-    cache_identity,
     default_cache_path,
 )
 from summeval_runner._runner._limits import LimitedJudge
@@ -159,7 +159,7 @@ class JudgeStack:
     def _bank(self, key: int, wrapped: Judge) -> QuestionBank:
         if key not in self._banks:
             name = judge_name(wrapped)
-            identity = cache_identity(self._limited[key].judge)
+            identity = cache_identity_of(self._limited[key].judge)
             store = None
             if self.cache is not None and identity is not None:
                 store = CachedQuestions(self.cache, identity, name)
@@ -204,7 +204,7 @@ class JudgeStack:
         sent = without_retries_of(judge)
         if sent is not judge:
             self._owned.append(sent)  # the run's copy: the run closes it
-        identity = cache_identity(judge)
+        identity = cache_identity_of(judge)
         limited: LimitedJudge | BatchedJudge
         if options.mode == "batch":
             limited = BatchedJudge(
