@@ -991,7 +991,9 @@ print(json.dumps([v.answered for v in result.analyze_step_result.coverage]))
 def test_a_key_facts_verdict_is_the_same_whatever_pythons_hash_seed() -> None:
     # The summary holds exactly half of the first fact's weight: its own word "zebra" (1) and
     # "kiwi" (1/3) of 1 + 1/2 + 1/2 + 1/3 + 1/3. Summed as floats in a set's order, which the
-    # hash seed sets, that share fell on either side of 0.5 from one process to the next.
+    # hash seed sets, that share fell on either side of 0.5 from one process to the next: on
+    # CPython 3.11, seed 5's order put it below (the fact not stated), seed 0's at 0.5. Those
+    # two seeds, each a child process, make the test fail on float shares every time.
     verdicts = {
         subprocess.run(
             [sys.executable, "-c", KEY_FACT_AT_HALF],
@@ -1000,7 +1002,7 @@ def test_a_key_facts_verdict_is_the_same_whatever_pythons_hash_seed() -> None:
             check=True,
             env={**os.environ, "PYTHONHASHSEED": str(seed)},
         ).stdout
-        for seed in range(8)
+        for seed in (0, 5)
     }
 
     assert verdicts == {json.dumps([True, False, False, False]) + "\n"}
