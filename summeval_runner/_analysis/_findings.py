@@ -327,7 +327,7 @@ def unpaired_runs(rows: Sequence[ComparedRow]) -> list[UnpairedRun]:
     found = []
     for (variant, run_dir), its in by_run.items():
         first = its[0]
-        if all(row.baseline is None for row in its) or first.baseline is None:
+        if first.baseline is None:
             continue  # the baseline itself, or no baseline
         if max(row.n_paired or 0 for row in its) > 0:
             here, there = len(first.items_only_here), len(first.items_only_in_baseline)
