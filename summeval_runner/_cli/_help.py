@@ -17,11 +17,15 @@ from omegaconf import OmegaConf
 HYDRA_GROUP = "hydra"
 
 
-def _groups(parent: str = "") -> list[str]:
-    """Every config group under ``parent`` that holds options, nested groups included."""
+def _groups(parent: str = "", left_out: tuple[str, ...] = ()) -> list[str]:
+    """Every config group under ``parent`` that holds options, nested groups included, less
+    the top-level groups ``left_out`` (not walked: each look at a group costs Hydra a copy of
+    its config repository, and ``hydra/`` alone holds a dozen)."""
     loader = GlobalHydra.instance().config_loader()
     found: list[str] = []
     for name in loader.list_groups(parent):
+        if not parent and name in left_out:
+            continue
         group = f"{parent}/{name}" if parent else name
         if loader.get_group_options(group, ObjectType.CONFIG):
             found.append(group)
@@ -37,10 +41,7 @@ def config_groups(*left_out: str) -> str:
         raise ConfigLoadError("the config groups are listed only while Hydra runs the app")
     loader = GlobalHydra.instance().config_loader()
     lines = []
-    for group in sorted(_groups()):
-        top = group.split("/")[0]
-        if top == HYDRA_GROUP or top in left_out:
-            continue
+    for group in sorted(_groups(left_out=(HYDRA_GROUP, *left_out))):
         lines.append(f"{group}: {', '.join(sorted(loader.get_group_options(group)))}")
     return "\n".join(lines)
 
