@@ -460,7 +460,27 @@ def test_the_shard_commands_run_under_joblib_and_merge(
     shown = block("text", "merged 4 of 4 shards").rstrip().splitlines()
     assert [line.rstrip() for line in merged.stdout.splitlines()] == shown
     assert len(list((tmp_path / "multirun").glob("*/*/merged/*/items.parquet"))) == 2
-    assert chat_server.requests  # the judge of TOTAL_RPM's shards: the loopback server
+    # The shared budget: four shards on two worker processes, job after job, with the OpenAI
+    # judge (the loopback server); a client, throttle or event loop kept from one job would
+    # break the next on that worker.
+    (budgeted,) = [d for d in (tmp_path / "multirun").glob("*/*") if d != named]
+    shards = [json.loads(m.read_text()) for m in budgeted.glob("*runner.shard=*/manifest.json")]
+    assert len(shards) == 4
+    assert {shard["config"]["runner"]["judge_rpm"] for shard in shards} == {3000}
+    pids = {shard["pid"] for shard in shards}
+    assert len(pids) <= 2 < len(shards)
+    assert os.getpid() not in pids
+    (whole,) = budgeted.glob("merged/*")
+    items = pd.read_parquet(whole / "items.parquet")
+    assert len(items) == SAMPLE_ITEMS
+    assert (items["status"] == "scored").all()
+    assert (items["judge"] == "openai/gpt-4o-mini").all()
+    # Every request the server answered was a shard's, counted once (a source's questions are
+    # drawn once for its items: fewer requests than three an item).
+    assert sum(shard["judge"]["requests"] for shard in shards) == len(chat_server.requests) > 0
+    written = [path for path in budgeted.rglob("*") if path.suffix in {".json", ".yaml", ".log"}]
+    assert written
+    assert all(KEY not in path.read_text(encoding="utf-8") for path in written)
 
 
 def test_the_nights_commands_estimate_stop_at_the_budget_and_resume(

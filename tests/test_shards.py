@@ -3,14 +3,14 @@
 The runs, sweeps with Hydra's basic launcher and merges run in this process (``tests/app.py``);
 the launchers that start worker processes (joblib, Submitit's local executor, a local Ray
 instance) and the check that another interpreter splits alike run in subprocesses, since a
-process is what they test.
+process is what they test. Worker processes reused job after job, with the OpenAI judge, are
+checked where the guide's joblib commands run (tests/test_readme_runs.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -40,7 +40,6 @@ from summeval_runner._scorers._questions import source_fingerprint
 from tests.app import (
     ROOT,
     SAMPLE_ITEMS,
-    SECRET,
     run_app,
     run_process,
     run_sweep,
@@ -48,7 +47,6 @@ from tests.app import (
     summeval_merge,
     table,
 )
-from tests.chat_server import ChatServer
 
 # Columns that differ between any two runs of the same config: the run's id and the clock.
 VOLATILE = ["run_id", "judge_latency_s", "target_latency_s"]
@@ -308,49 +306,6 @@ def test_a_shard_resumes_only_as_the_same_shard(runs: dict[str, Path], tmp_path:
         "resume it with the same shard"
     ) in completed.stderr
     assert {path: path.read_bytes() for path in shard0.rglob("*") if path.is_file()} == before
-
-
-def test_joblib_reuses_worker_processes_job_after_job(
-    tmp_path: Path, chat_server: ChatServer
-) -> None:
-    """Four jobs (two variants x two shards) on two worker processes, with the OpenAI judge:
-    a client, throttle or event loop kept from one job would break the next on that worker."""
-    sweep = tmp_path / "sweep"
-    completed = launch_sweep(
-        sweep,
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        "model=openai",
-        f"model.base_url={chat_server.base_url}",
-        "dataset.limit=6",
-        "runner.judge_rpm=6000",
-        "target.k=1,3",
-        "runner.shard=0/2,1/2",
-        env={"OPENAI_API_KEY": SECRET},
-    )
-
-    assert completed.returncode == 0, completed.stderr
-    shard_dirs = sorted(sweep.glob("*runner.shard=*"))
-    assert len(shard_dirs) == 4
-    pids = {manifest(run_dir)["pid"] for run_dir in shard_dirs}
-    assert len(pids) <= 2 < len(shard_dirs)  # workers ran job after job
-    assert all(manifest(d)["pid"] != os.getpid() for d in shard_dirs)
-    for k in (1, 3):
-        # Named after the variant's overrides, less the shard (the server's URL among them,
-        # its "/" made "_", hence the hash after "~").
-        (merged,) = sweep.glob(f"merged/*model=openai*target.k={k}~*")
-        items = pd.read_parquet(merged / "items.parquet")
-        assert len(items) == 6
-        assert (items["status"] == "scored").all()
-        assert (items["judge_calls"] == 3).all()
-        assert (items["judge"] == "openai/gpt-4o-mini").all()
-    assert len(chat_server.requests) == 3 * 6 * 2
-    comparison = pd.read_parquet(sweep / "comparison.parquet")
-    assert {label.rsplit(",", 1)[-1] for label in comparison["variant"]} == {
-        "target.k=1",
-        "target.k=3",
-    }
-    assert all(SECRET not in path.read_text() for path in sweep.rglob("*.json"))
 
 
 def test_a_failed_job_under_joblib_fails_the_command(tmp_path: Path) -> None:
