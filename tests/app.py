@@ -21,6 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from summeval_runner._cli import _agree, _app, _cache_command, _compare_command, _merge_command
+from tests.prestarted import PrestartedApp
+from tests.prestarted import start as start_prestarted
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample_articles.jsonl"
@@ -159,17 +161,11 @@ def run_process(
     )
 
 
-def start_app(
-    run_dir: Path, *overrides: str, env: dict[str, str] | None = None
-) -> subprocess.Popen[str]:
-    """``summeval-run`` started in a subprocess (for signals), not waited for."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "summeval_runner", *_argv(run_dir, overrides)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_process_env(ENV | (env or {})),
-        cwd=run_dir.parent,
+def start_app(run_dir: Path, *overrides: str, env: dict[str, str] | None = None) -> PrestartedApp:
+    """``python -m summeval_runner`` in a process of its own (for signals and kills), not waited
+    for: forked from a process that has the package imported (``tests/prestarted.py``)."""
+    return start_prestarted(
+        _argv(run_dir, overrides), cwd=run_dir.parent, env=_process_env(ENV | (env or {}))
     )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +19,7 @@ from summeval_runner._rundir._journal import RunWriter
 from tests.app import ENV, Completed, openai_run, run_app, start_app, summeval_cache, table
 from tests.chat_server import ChatServer, Fault, FaultMix, unfenced
 from tests.documents import write_dataset
+from tests.prestarted import PrestartedApp
 from tests.waiting import wait_until
 
 
@@ -33,7 +33,7 @@ def journal_lines(run_dir: Path) -> int:
     )
 
 
-def wait_for_items(run_dir: Path, count: int, process: subprocess.Popen[str]) -> None:
+def wait_for_items(run_dir: Path, count: int, process: PrestartedApp) -> None:
     wait_until(lambda: journal_lines(run_dir) >= count, f"{count} items journaled", process=process)
 
 
@@ -45,7 +45,7 @@ def start_held_run(
     in_flight: int,
     finished: int,
     extra: tuple[str, ...] = (),
-) -> tuple[tuple[str, ...], Path, subprocess.Popen[str]]:
+) -> tuple[tuple[str, ...], Path, PrestartedApp]:
     """Start a run in a subprocess and return once ``finished`` items are journaled, with the
     server holding every later request: the run cannot finish until ``server.release()``.
     Returns the overrides that made it, its directory, and its process (still running)."""
@@ -376,9 +376,11 @@ def test_a_second_ctrl_c_exits_at_once_and_the_run_still_resumes(
     process.send_signal(signal.SIGINT)
     # The second comes once the first is handled (the app says so), while the items in flight
     # are still held by the server: only exiting at once ends the run now.
-    assert process.stderr is not None
-    while "SIGINT received" not in (line := process.stderr.readline()):
-        assert line, "the run ended before it said it received the signal"
+    wait_until(
+        lambda: "SIGINT received" in process.stderr_so_far(),
+        "the run says it received the signal",
+        process=process,
+    )
     process.send_signal(signal.SIGINT)
     process.communicate(timeout=120)
     chat_server.release()

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.prestarted import PrestartedApp
+
 # Only a hang reaches it: every state waited for comes in milliseconds to seconds.
 HANG_S = 120.0
 
@@ -30,7 +32,10 @@ async def until(
 
 
 def wait_until(
-    condition: Callable[[], bool], what: str, *, process: subprocess.Popen[str] | None = None
+    condition: Callable[[], bool],
+    what: str,
+    *,
+    process: subprocess.Popen[str] | PrestartedApp | None = None,
 ) -> None:
     """Block until ``condition`` holds. ``process``: what should bring it about; if it exits
     first, the wait fails with its output."""

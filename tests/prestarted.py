@@ -1,0 +1,245 @@
+"""``python -m summeval_runner`` in a process of its own, started in milliseconds instead of
+seconds: forked from a process that has already imported the package and its dependencies
+(as multiprocessing's forkserver starts its workers), then run exactly as the interpreter runs
+``-m``: its own pid, working directory, environment, ``sys.path`` and standard streams, signals
+delivered to it alone, and an interpreter exit (``atexit``, flushed streams) with the exit code
+the app returns, or minus the signal that killed it.
+
+The tests that kill or interrupt a run start several of them each; paying the imports each time
+(about two seconds of CPU) was a large share of the suite. What a forked run shares with the
+others: the hash seed of the process it was forked from (each real process draws its own; a
+test that needs another seed runs the app with ``run_process`` and ``PYTHONHASHSEED``).
+
+Run as ``python -m tests.prestarted FD``: the server, reading requests on the socket ``FD``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# Messages are small (an argv, a working directory, an environment).
+MESSAGE_BYTES = 1 << 20
+
+
+# --- the server: imports once, forks a run per request ---------------------------------------
+
+
+def _serve(control: socket.socket) -> None:
+    """Fork a run per request and report when each ends, until the suite closes ``control``.
+    Single-threaded, so that each fork copies a process no other thread holds a lock in."""
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ, None)
+    while True:
+        for key, _ in selector.select():
+            if key.data is None:
+                message, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 2)
+                if not message:
+                    return  # the suite's process ended
+                pid = os.fork()
+                if pid == 0:
+                    for other in selector.get_map().values():
+                        if other.data is not None:
+                            os.close(other.fd)  # the other runs' pidfds
+                    selector.close()
+                    control.close()
+                    _become(json.loads(message), fds)  # raises SystemExit, never returns
+                for fd in fds:
+                    os.close(fd)
+                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
+                control.send(json.dumps({"started": pid}).encode())
+            else:
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(key.data, 0)
+                ended = {"ended": key.data, "returncode": os.waitstatus_to_exitcode(status)}
+                control.send(json.dumps(ended).encode())
+
+
+def _become(request: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child: the process ``python -m summeval_runner ARGV`` would be."""
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    for fd, target in ((stdin, 0), (fds[0], 1), (fds[1], 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+    # The dispositions a new interpreter starts with.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    cwd = request["cwd"]
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+    # -m puts the working directory first, then PYTHONPATH, then the installation's paths.
+    sys.path[:] = [cwd, *extra, *sys.path[1:]]
+    sys.argv = [str(ROOT / "summeval_runner" / "__main__.py"), *request["argv"]]
+    import runpy
+
+    runpy.run_module("summeval_runner", run_name="__main__", alter_sys=True)
+    raise SystemExit(0)
+
+
+def _server_main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    # What `python -m summeval_runner` imports, and the judge SDK most of these runs use.
+    import openai  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import summeval_runner._cli._app  # noqa: F401
+
+    control.send(b'{"ready": true}')
+    _serve(control)
+
+
+# --- the suite's side -------------------------------------------------------------------------
+
+
+class _Server:
+    """The one server of this process (an xdist worker), started at its first run."""
+
+    def __init__(self) -> None:
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.prestarted", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.lock = threading.Lock()
+        self.ended: dict[int, int] = {}
+        self._receive(timeout=120)  # ready
+
+    def start(self, argv: list[str], cwd: Path, env: dict[str, str], streams: list[int]) -> int:
+        request = json.dumps({"argv": argv, "cwd": str(cwd), "env": env}).encode()
+        with self.lock:
+            socket.send_fds(self.control, [request], streams)
+            while True:
+                message = self._receive(timeout=120)
+                if "started" in message:
+                    return int(message["started"])
+
+    def collect(self, timeout: float) -> None:
+        """Note the runs that ended, waiting up to ``timeout`` seconds for one message."""
+        with self.lock:
+            with contextlib.suppress(TimeoutError):
+                self._receive(timeout=timeout)
+            while True:
+                try:
+                    self._receive(timeout=0)
+                except TimeoutError:
+                    return
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
+        self.control.settimeout(timeout if timeout > 0 else 0.0)
+        try:
+            data = self.control.recv(MESSAGE_BYTES)
+        except (TimeoutError, BlockingIOError) as nothing:
+            raise TimeoutError from nothing
+        if not data:
+            raise RuntimeError(f"the run server ended (exit {self.process.poll()})")
+        message: dict[str, Any] = json.loads(data)
+        if "ended" in message:
+            self.ended[int(message["ended"])] = int(message["returncode"])
+        return message
+
+    def close(self) -> None:
+        self.control.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+
+
+_server: _Server | None = None
+
+
+def _the_server() -> _Server:
+    global _server
+    if _server is None:
+        _server = _Server()
+        atexit.register(_server.close)
+    return _server
+
+
+class PrestartedApp:
+    """A run started by :func:`start`, with the part of ``subprocess.Popen`` the tests use."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self._server = _the_server()
+        # Files, not pipes: a run that prints more than a pipe holds never blocks on a test
+        # that reads only once it has ended. Closed by communicate().
+        self._streams: list[IO[bytes]] = [tempfile.TemporaryFile() for _ in range(2)]  # noqa: SIM115
+        # Closed when the object goes, if no test called communicate().
+        weakref.finalize(self, _close_all, self._streams)
+        self.args = argv
+        self.pid = self._server.start(argv, cwd, env, [f.fileno() for f in self._streams])
+        self.returncode: int | None = None
+        self._output: tuple[str, str] | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._server.collect(timeout=0)
+            self.returncode = self._server.ended.get(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self._server.collect(timeout=min(left, 0.5) if left is not None else 0.5)
+        assert self.returncode is not None
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Wait for the run to end; what it wrote on stdout and stderr."""
+        self.wait(timeout)
+        if self._output is None:
+            printed = []
+            for stream in self._streams:
+                stream.seek(0)
+                printed.append(stream.read().decode("utf-8", errors="replace"))
+            self._output = (printed[0], printed[1])
+            _close_all(self._streams)
+        return self._output
+
+    def stderr_so_far(self) -> str:
+        """What the run has written on stderr up to now (it may still be running)."""
+        return os.pread(self._streams[1].fileno(), MESSAGE_BYTES, 0).decode(errors="replace")
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, number)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _close_all(streams: list[IO[bytes]]) -> None:
+    for stream in streams:
+        stream.close()
+
+
+def start(argv: list[str], *, cwd: Path, env: dict[str, str]) -> PrestartedApp:
+    """``python -m summeval_runner ARGV`` from ``cwd`` with exactly ``env``, not waited for."""
+    return PrestartedApp(argv, cwd, env)
+
+
+if __name__ == "__main__":
+    _server_main()
