@@ -12,6 +12,7 @@ import json
 import logging
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -293,6 +294,40 @@ def test_no_connection_is_the_outage_watchs_error(server: GeminiServer) -> None:
 
         with pytest.raises(JudgeConnectionError, match="connection refused"):
             asyncio.run(google.complete(a_request()))
+
+
+@pytest.mark.usefixtures("gemini_env")
+def test_a_connection_closed_unanswered_is_tried_once_when_the_run_owns_retries(
+    server: GeminiServer,
+) -> None:
+    """Before: with no retry options the SDK retried a dropped or refused connection itself,
+    once, after sleeping 1 to 10 random seconds, unseen by the runner's retries and outage
+    watch (a refused connection took 2 to 10 s to surface)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        accepted: list[int] = []
+
+        def hang_up() -> None:
+            while True:
+                try:
+                    connection, _ = listening.accept()
+                except OSError:
+                    return  # the test closed the socket
+                accepted.append(1)
+                connection.close()  # closed before any reply: the server disconnected
+
+        hanging_up = threading.Thread(target=hang_up)
+        hanging_up.start()
+        google = judge(server, base_url=f"http://127.0.0.1:{listening.getsockname()[1]}")
+
+        with pytest.raises(JudgeAPIError):
+            asyncio.run(google.complete(a_request()))
+
+        listening.shutdown(socket.SHUT_RDWR)  # wakes the accept() above
+        hanging_up.join()
+
+    assert len(accepted) == 1
 
 
 @pytest.mark.usefixtures("gemini_env")

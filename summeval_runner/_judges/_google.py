@@ -200,9 +200,10 @@ class GeminiChat:
 
     def _new_client(self) -> _Client:
         types = self._genai.types
-        retry = (
-            types.HttpRetryOptions(attempts=self._max_retries + 1) if self._max_retries else None
-        )
+        # Always given, attempts=1 included: with none, the SDK retries a refused or dropped
+        # connection itself, once, after sleeping 1 to 10 random seconds, unseen by the run's
+        # retries and its outage watch.
+        retry = types.HttpRetryOptions(attempts=self._max_retries + 1)
         import aiohttp  # here, not at the top: only a process that calls Gemini needs it
 
         # The session is this module's, not the SDK's own (a subclass of aiohttp's that aiohttp
