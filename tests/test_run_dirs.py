@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from summeval_runner._cli import _app
 from summeval_runner._cli._resume import resume_command
 from summeval_runner._cli._rundir import run_dir_name
 from tests.app import run_command
+from tests.prestarted import start
 
 NAME = re.compile(r"\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d\.\d{3}-[0-9a-f]{6}")
 
@@ -38,10 +37,11 @@ def run_dirs(root: Path) -> list[Path]:
 def test_three_runs_started_at_once_on_the_defaults_each_finish_in_their_own_directory(
     tmp_path: Path,
 ) -> None:
+    """Three processes of ``python -m summeval_runner``, each forked as it starts from one that
+    has the package imported (``tests/prestarted.py``): they start within milliseconds."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    command = [sys.executable, "-m", "summeval_runner", "dataset.limit=3", "runner.progress=false"]
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    started = [subprocess.Popen(command, cwd=tmp_path, env=env, **pipes) for _ in range(3)]
+    argv = ["dataset.limit=3", "runner.progress=false"]
+    started = [start(argv, cwd=tmp_path, env=env) for _ in range(3)]
     finished = [process.communicate(timeout=180) for process in started]
 
     assert [p.returncode for p in started] == [0, 0, 0], finished
