@@ -80,7 +80,9 @@ def nothing_left_open() -> Iterator[list[str]]:
 
 def alive_event_loops() -> int:
     gc.collect()
-    return sum(isinstance(o, asyncio.AbstractEventLoop) for o in gc.get_objects())
+    # type(), not isinstance(): isinstance asks an object its __class__, and the SDKs' lazy
+    # proxies answer by loading what they stand for (3 s of this test's 4 went there).
+    return sum(issubclass(type(o), asyncio.AbstractEventLoop) for o in gc.get_objects())
 
 
 def test_run_evals_rides_out_faults_under_a_rate_limit_and_the_app_gives_the_same_rows(
