@@ -6,6 +6,7 @@ this module only says what each table holds and how a run's items are summarised
 
 from __future__ import annotations
 
+import functools
 import statistics
 from array import array
 from collections import Counter
@@ -72,6 +73,9 @@ def _key_fields() -> list[pa.Field]:
 _NO_METADATA = MetadataTypes()
 
 
+# Built once for each set of metadata kinds (a schema is immutable): pandas' metadata for it
+# is worked out from an empty frame, a measurable share of a short run's own time.
+@functools.lru_cache(maxsize=32)
 def items_schema(metadata: MetadataTypes = _NO_METADATA) -> pa.Schema:
     """``items.parquet``'s schema for a run whose metadata fields are of ``metadata``'s kinds
     (a struct of them; Arrow's null type when there is none)."""
