@@ -33,14 +33,16 @@ def labels(sweep: Path) -> list[str]:
     return [entry["label"] for entry in entries.values()]
 
 
-@pytest.fixture
-def long_sweep(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def long_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sweep of the lead-k baseline over k, with options fixed for every job on its command
-    line: a long dataset path, a dataset limit and the scorer's questions."""
-    data = tmp_path / DEEP / "sample_articles_with_their_reference_summaries.jsonl"
+    line: a long dataset path, a dataset limit and the scorer's questions. Made once for the
+    module (no cache: QUIET); the tests only read it."""
+    folder = tmp_path_factory.mktemp("labels")
+    data = folder / DEEP / "sample_articles_with_their_reference_summaries.jsonl"
     data.parent.mkdir(parents=True)
     copy_sample(data)
-    sweep = tmp_path / "sweep"
+    sweep = folder / "sweep"
     completed = run_sweep(
         sweep,
         f"dataset.path={data}",

@@ -197,12 +197,15 @@ def test_your_own_dataset_and_agent_run_as_shown(tmp_path: Path) -> None:
 RUN = "outputs/2026-11-30/15-02-11"
 
 
-@pytest.fixture
-def two_trials(tmp_path: Path) -> Path:
-    """A run of two trials at the README's example path, under the folder the examples run in."""
-    (done,) = run_block(f"summeval-run runner.trials=2 hydra.run.dir={RUN}", tmp_path)
+@pytest.fixture(scope="module")
+def two_trials(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of two trials at the README's example path, under the folder the examples run in;
+    made once for the module, with a judge cache of its own (the tests only read the run)."""
+    folder = tmp_path_factory.mktemp("two_trials")
+    own_cache = {"SUMMEVAL_CACHE_DIR": str(tmp_path_factory.mktemp("two_trials_cache"))}
+    (done,) = run_block(f"summeval-run runner.trials=2 hydra.run.dir={RUN}", folder, own_cache)
     assert f"{SAMPLE_ITEMS} items: {SAMPLE_ITEMS} scored" in done.stdout
-    return tmp_path
+    return folder
 
 
 def test_the_readmes_join_counts_each_missed_question_once_in_a_run_of_two_trials(
