@@ -5,10 +5,17 @@ seconds: forked from a process that has already imported the package and its dep
 delivered to it alone, and an interpreter exit (``atexit``, flushed streams) with the exit code
 the app returns, or minus the signal that killed it.
 
-The tests that kill or interrupt a run start several of them each; paying the imports each time
-(about two seconds of CPU) was a large share of the suite. What a forked run shares with the
-others: the hash seed of the process it was forked from (each real process draws its own; a
-test that needs another seed runs the app with ``run_process`` and ``PYTHONHASHSEED``).
+The package's console scripts are served the same way to shell scripts (``commands_path()``: a
+``PATH`` whose ``summeval-run``, ``summeval-compare``, ... send their argv, working directory,
+environment and standard streams to the server and exit with the forked command's code).
+
+The tests that kill or interrupt a run start several of them each, and the docs' shell walks run
+a command a line; paying the imports each time (about two seconds of CPU) was a large share of
+the suite. The console scripts as installed are run by tests/test_install.py, from a wheel.
+
+What a forked run shares with the others: the hash seed of the process it was forked from (each
+real process draws its own; a test that needs another seed runs the app with ``run_process``
+and ``PYTHONHASHSEED``).
 
 Run as ``python -m tests.prestarted FD``: the server, reading requests on the socket ``FD``.
 """
@@ -17,9 +24,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.metadata
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +37,7 @@ import tempfile
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,41 +49,90 @@ MESSAGE_BYTES = 1 << 20
 # --- the server: imports once, forks a run per request ---------------------------------------
 
 
-def _serve(control: socket.socket) -> None:
+# What a selector's key stands for: the suite's control socket, the listening socket of the
+# commands on PATH, a command's connection (its request not yet read), or a run's pidfd (and,
+# for a command, the connection its exit code goes back on).
+_CONTROL, _LISTENING = "control", "listening"
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    connection: socket.socket
+
+
+@dataclass(frozen=True)
+class _Running:
+    pid: int
+    connection: socket.socket | None  # a command's; None for a run of the suite's own
+
+
+def _serve(control: socket.socket, listening: socket.socket) -> None:
     """Fork a run per request and report when each ends, until the suite closes ``control``.
     Single-threaded, so that each fork copies a process no other thread holds a lock in."""
     selector = selectors.DefaultSelector()
-    selector.register(control, selectors.EVENT_READ, None)
+    selector.register(control, selectors.EVENT_READ, _CONTROL)
+    selector.register(listening, selectors.EVENT_READ, _LISTENING)
+
+    def fork(request: dict[str, Any], fds: list[int], caller: socket.socket | None) -> int:
+        pid = os.fork()
+        if pid == 0:
+            # The server's sockets and the other runs' pidfds are not the run's: closed, each
+            # through what holds it (a socket object closed later would close a reused fd).
+            for key in list(selector.get_map().values()):
+                if isinstance(key.fileobj, socket.socket):
+                    key.fileobj.close()
+                else:
+                    os.close(key.fd)
+                if isinstance(key.data, _Running) and key.data.connection is not None:
+                    key.data.connection.close()
+            selector.close()
+            if caller is not None:
+                caller.close()
+            _become(request, fds)  # raises SystemExit, never returns
+        for fd in fds:
+            os.close(fd)
+        return pid
+
     while True:
         for key, _ in selector.select():
-            if key.data is None:
+            if key.data == _CONTROL:
                 message, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 2)
                 if not message:
                     return  # the suite's process ended
-                pid = os.fork()
-                if pid == 0:
-                    for other in selector.get_map().values():
-                        if other.data is not None:
-                            os.close(other.fd)  # the other runs' pidfds
-                    selector.close()
-                    control.close()
-                    _become(json.loads(message), fds)  # raises SystemExit, never returns
-                for fd in fds:
-                    os.close(fd)
-                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
+                pid = fork(json.loads(message), fds, None)
+                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, _Running(pid, None))
                 control.send(json.dumps({"started": pid}).encode())
+            elif key.data == _LISTENING:
+                connection, _ = listening.accept()
+                selector.register(connection, selectors.EVENT_READ, _Waiting(connection))
+            elif isinstance(key.data, _Waiting):
+                selector.unregister(key.fd)
+                message, fds, _, _ = socket.recv_fds(key.data.connection, MESSAGE_BYTES, 3)
+                if not message:
+                    key.data.connection.close()
+                    continue
+                pid = fork(json.loads(message), fds, key.data.connection)
+                running = _Running(pid, key.data.connection)
+                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, running)
             else:
                 selector.unregister(key.fd)
                 os.close(key.fd)
-                _, status = os.waitpid(key.data, 0)
-                ended = {"ended": key.data, "returncode": os.waitstatus_to_exitcode(status)}
-                control.send(json.dumps(ended).encode())
+                _, status = os.waitpid(key.data.pid, 0)
+                code = os.waitstatus_to_exitcode(status)
+                if key.data.connection is None:
+                    ended = {"ended": key.data.pid, "returncode": code}
+                    control.send(json.dumps(ended).encode())
+                else:
+                    with contextlib.suppress(OSError):  # the command on PATH was killed
+                        key.data.connection.send(json.dumps({"returncode": code}).encode())
+                    key.data.connection.close()
 
 
 def _become(request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked child: the process ``python -m summeval_runner ARGV`` would be."""
-    stdin = os.open(os.devnull, os.O_RDONLY)
-    for fd, target in ((stdin, 0), (fds[0], 1), (fds[1], 2)):
+    """In the forked child: the process ``python -m summeval_runner ARGV`` would be, or the
+    console script ``request["command"]`` (standard streams: the command's own, passed in)."""
+    streams = fds if len(fds) == 3 else [os.open(os.devnull, os.O_RDONLY), *fds]
+    for target, fd in enumerate(streams):
         os.dup2(fd, target)
         os.close(fd)
     # The dispositions a new interpreter starts with.
@@ -85,25 +144,41 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-    # -m puts the working directory first, then PYTHONPATH, then the installation's paths.
-    sys.path[:] = [cwd, *extra, *sys.path[1:]]
-    sys.argv = [str(ROOT / "summeval_runner" / "__main__.py"), *request["argv"]]
-    import runpy
+    command = request.get("command")
+    if command is None:
+        # -m puts the working directory first, then PYTHONPATH, then the installation's paths.
+        sys.path[:] = [cwd, *extra, *sys.path[1:]]
+        sys.argv = [str(ROOT / "summeval_runner" / "__main__.py"), *request["argv"]]
+        import runpy
 
-    runpy.run_module("summeval_runner", run_name="__main__", alter_sys=True)
-    raise SystemExit(0)
+        runpy.run_module("summeval_runner", run_name="__main__", alter_sys=True)
+        raise SystemExit(0)
+    # A console script puts its own folder first, as its wrapper does `sys.exit(main())`.
+    script = Path(sys.executable).parent / command
+    sys.path[:] = [str(script.parent), *extra, *sys.path[1:]]
+    sys.argv = [str(script), *request["argv"]]
+    (entry,) = importlib.metadata.entry_points(group="console_scripts", name=command)
+    raise SystemExit(entry.load()())
 
 
 def _server_main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
-    # What `python -m summeval_runner` imports, and the judge SDK most of these runs use.
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listening.bind(sys.argv[2])
+    listening.listen(16)
+    # What `python -m summeval_runner` and the console scripts import, and the judge SDK most
+    # of these runs use.
     import openai  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
-    import summeval_runner._cli._app  # noqa: F401
+    import summeval_runner._cli._agree
+    import summeval_runner._cli._app
+    import summeval_runner._cli._cache_command
+    import summeval_runner._cli._compare_command
+    import summeval_runner._cli._merge_command  # noqa: F401
 
     control.send(b'{"ready": true}')
-    _serve(control)
+    _serve(control, listening)
 
 
 # --- the suite's side -------------------------------------------------------------------------
@@ -113,9 +188,18 @@ class _Server:
     """The one server of this process (an xdist worker), started at its first run."""
 
     def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="prestarted-"))
+        self.commands = self.folder / "bin"
+        _write_commands(self.commands, self.folder / "socket")
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.prestarted", str(theirs.fileno())],
+            [
+                sys.executable,
+                "-m",
+                "tests.prestarted",
+                str(theirs.fileno()),
+                str(self.folder / "socket"),
+            ],
             pass_fds=[theirs.fileno()],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
@@ -163,6 +247,36 @@ class _Server:
         self.control.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# A console script of the package, as the server runs it: its argv, working directory,
+# environment and standard streams sent to the server, which forks the command's process; this
+# one exits with its code (128 + N for a process killed by signal N, as a shell reports it).
+# `-S`: no site-packages to read, so it starts in milliseconds.
+_COMMAND = """#!{python} -S
+import json, os, socket, sys
+server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+server.connect({socket_path!r})
+request = {{"command": {name!r}, "argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}
+socket.send_fds(server, [json.dumps(request).encode()], [0, 1, 2])
+reply = server.recv(1 << 16)
+code = json.loads(reply)["returncode"] if reply else 1
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def _write_commands(folder: Path, socket_path: Path) -> None:
+    folder.mkdir(parents=True)
+    for entry in importlib.metadata.entry_points(group="console_scripts"):
+        if entry.module.split(".")[0] != "summeval_runner":
+            continue
+        command = folder / entry.name
+        command.write_text(
+            _COMMAND.format(python=sys.executable, socket_path=str(socket_path), name=entry.name),
+            encoding="utf-8",
+        )
+        command.chmod(0o755)
 
 
 _server: _Server | None = None
@@ -234,6 +348,15 @@ class PrestartedApp:
 def _close_all(streams: list[IO[bytes]]) -> None:
     for stream in streams:
         stream.close()
+
+
+def commands_path() -> str:
+    """A ``PATH`` on which the package's console scripts (``summeval-run``, ``summeval-compare``,
+    ...) are served by this process's server, then this interpreter's folder (``python``, other
+    installed commands), then the rest of ``PATH``: for a shell script that runs them, as a
+    user's shell would after ``pip install``, without paying their imports at each command."""
+    parts = [_the_server().commands, Path(sys.executable).parent]
+    return os.pathsep.join([*map(str, parts), os.environ.get("PATH", "")])
 
 
 def start(argv: list[str], *, cwd: Path, env: dict[str, str]) -> PrestartedApp:

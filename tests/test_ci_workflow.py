@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from tests import chat_server as chat_server_module
 from tests.app import ROOT
 from tests.chat_server import ChatServer, Fault
 from tests.docs_pages import block
+from tests.prestarted import commands_path
 
 PAGE = ROOT / "docs" / "guides" / "nightly-ci.md"
 # Put together here, so that the checkout's copy of this file does not hold it.
@@ -207,7 +207,9 @@ class Actions:
             if not name.startswith(("OPENAI_", "SUMMEVAL_", "GITHUB_", "RUNNER_"))
         }
         self.env = inherited | {
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            # The package's console scripts (served prestarted: tests/prestarted.py), then
+            # this interpreter's folder: what setup-python and `pip install .` put first.
+            "PATH": commands_path(),
             "HOME": str(self.night.home),
             "CI": "true",
             "GITHUB_ACTIONS": "true",

@@ -59,6 +59,7 @@ from tests.browser import browser
 from tests.chat_server import ChatServer
 from tests.docs_pages import block
 from tests.gemini_server import GeminiServer
+from tests.prestarted import commands_path
 
 KEY = "sk-test-coverage-reference-0123456789"
 ANTHROPIC_KEY = "sk-ant-test-coverage-3c9e1a7b52"
@@ -509,8 +510,9 @@ def test_the_coverage_pages_walk_runs_as_written_and_prints_what_the_page_shows(
 ) -> None:
     script = block("bash", PAGE_COMMAND)
     shown = block("text", "│ item_id │")
-    # The console scripts of this interpreter's environment, as a shell after `pip install`.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    # The console scripts of this interpreter's environment, as a shell after `pip install`
+    # (served prestarted: tests/prestarted.py).
+    path = commands_path()
 
     walked = subprocess.run(
         ["bash", "-e", "-c", script],

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -14,6 +13,7 @@ import pandas as pd
 
 from tests.app import ENV
 from tests.docs_pages import block
+from tests.prestarted import commands_path
 
 PAGE_COMMAND = "summeval-compare runs/lazy --fail-if-below 0.4"
 
@@ -23,8 +23,9 @@ def test_the_own_data_walk_runs_as_written_and_prints_what_the_page_shows(
 ) -> None:
     script = block("bash", PAGE_COMMAND)
     shown = block("text", "2 blank summaries (scored 0)")
-    # The console scripts of this interpreter's environment, as a shell after `pip install`.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    # The console scripts of this interpreter's environment, as a shell after `pip install`
+    # (served prestarted: tests/prestarted.py).
+    path = commands_path()
 
     walked = subprocess.run(
         ["bash", "-c", script],

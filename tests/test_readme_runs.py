@@ -42,6 +42,7 @@ from tests import chat_server as chat_server_module
 from tests.app import ROOT, SAMPLE, SAMPLE_ITEMS, Completed, run_command, run_process
 from tests.chat_server import ChatServer
 from tests.docs_pages import BLOCK, PAGES, block, page_blocks
+from tests.prestarted import commands_path
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "summeval-run": _app.run,
@@ -442,7 +443,7 @@ def test_the_resume_command_finishes_a_run_stopped_at_its_budget(
 def shell(script: str, cwd: Path, env: dict[str, str] | None = None) -> None:
     """A bash block run by bash, with the installed commands on ``PATH`` (shell arithmetic,
     launchers that start worker processes)."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    path = commands_path()  # the console scripts served prestarted (tests/prestarted.py)
     done = run_process(["bash", "-e", "-c", script], cwd=cwd, env={"PATH": path, **(env or {})})
     assert done.returncode == 0, done.stdout + done.stderr
 
