@@ -47,6 +47,7 @@ from tests.app import (
     summeval_merge,
     table,
 )
+from tests.prestarted import commands_path
 
 # Columns that differ between any two runs of the same config: the run's id and the clock.
 VOLATILE = ["run_id", "judge_latency_s", "target_latency_s"]
@@ -58,12 +59,13 @@ QUIET = ("runner.progress=false", "runner.cache=off")
 def launch_sweep(
     sweep_dir: Path, *overrides: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """``summeval-run -m`` as the installed console script, for launchers that start worker
-    processes. The timeout only turns a hung launcher into a failure."""
+    """``summeval-run -m`` in a process of its own (served prestarted: tests/prestarted.py), for
+    launchers that start worker processes (those start as installed). The timeout only turns a
+    hung launcher into a failure."""
     return run_process(
         ["summeval-run", "-m", f"hydra.sweep.dir={sweep_dir}", *QUIET, *overrides],
         cwd=sweep_dir.parent,
-        env=env,
+        env={"PATH": commands_path(), **(env or {})},
         timeout=timeout,
     )
 
