@@ -23,6 +23,9 @@ from summeval_runner import (
     FieldMap,
     InputError,
     ItemResult,
+    JudgeBase,
+    JudgeReply,
+    JudgeRequest,
     OpenAIJudge,
     OpenAIJudgeConfig,
     RetryPolicy,
@@ -34,6 +37,7 @@ from summeval_runner import (
 from tests.app import ENV, run_app, table
 from tests.chat_server import ChatServer, FaultMix
 from tests.documents import write_dataset
+from tests.test_judge_base import REPLIES
 from tests.waiting import until
 
 SOURCE = "The dam opened in May. It cost 9 million. Traffic fell by half."
@@ -578,6 +582,60 @@ def test_a_cancelled_run_leaves_no_item_running(
     assert manifest["status"] == "interrupted"
     assert manifest["counts"]["total"] <= 2
     assert manifest["unfinished"] == 40 - manifest["counts"]["total"]
+
+
+class CancelsTheRun(JudgeBase):
+    """Its first call cancels the run as its reply comes in (as a notebook cell is interrupted,
+    or a caller's wait_for runs out, the moment a reply arrives); every later call is held, as
+    a server holds a request, until it is cancelled."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.run: asyncio.Task[Any] | None = None
+        self.never = asyncio.Event()
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        self.calls += 1
+        if self.calls == 1:
+            assert self.run is not None
+            self.run.cancel()
+        else:
+            await self.never.wait()
+        return JudgeReply(content=REPLIES[request.step])
+
+
+def test_a_run_cancelled_as_a_reply_comes_in_stops_there(tmp_path: Path) -> None:
+    """Before: each judge call ran under asyncio.wait_for, which on Python 3.11 returns a reply
+    that comes in as its task is cancelled and drops the cancellation: the item went on to its
+    next call, held, timed out and retried (in the suite, under load, a cancelled run kept
+    calling a server that held its requests until their 120 s timeouts: six minutes). The
+    request timeout here only makes that failure come sooner; the run stops by cancellation."""
+    judge = CancelsTheRun()
+    data = [{"id": f"d{i}", "input": SOURCE, "output": f"The dam opened {i}."} for i in range(5)]
+
+    async def main() -> set[asyncio.Task[Any]]:
+        run = asyncio.create_task(
+            run_evals(
+                scorers=[create_summarization_scorer(judge)],
+                data=data,
+                cache="off",
+                max_items_in_flight=1,
+                request_timeout_s=0.5,
+                retry=RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.01),
+                output_dir=tmp_path / "run",
+            )
+        )
+        judge.run = run
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    assert asyncio.run(main()) == set()
+    # The cancelling call, and at most the next one, started before the cancellation reached
+    # the item's task and ended by it: never a call tried again.
+    assert judge.calls <= 2
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text("utf-8"))
+    assert manifest["status"] == "interrupted"
 
 
 def test_a_stream_cannot_be_resumed_and_a_list_is_checked_before_any_work(tmp_path: Path) -> None:

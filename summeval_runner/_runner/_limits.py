@@ -555,10 +555,11 @@ class LimitedJudge:
     async def _timed_call(self, request: JudgeRequest) -> JudgeReply:
         if self.request_timeout_s is None:
             return await self.judge.complete(request)
+        # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns a reply that comes in
+        # as its task is cancelled and drops the cancellation, and the item goes on calling.
         try:
-            return await asyncio.wait_for(
-                self.judge.complete(request), timeout=self.request_timeout_s
-            )
+            async with asyncio.timeout(self.request_timeout_s):
+                return await self.judge.complete(request)
         except TimeoutError:
             raise JudgeAPIError(
                 f"the judge gave no reply within request_timeout_s ({self.request_timeout_s:g} s)"
