@@ -4,6 +4,7 @@ set of functions that give a bare ``complete``-only object the same defaults."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from pathlib import Path
@@ -51,6 +52,7 @@ class Counting(JudgeBase):
         return self.identity
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
+        await asyncio.sleep(0)  # its I/O: a judge's reply takes a turn of the event loop
         self.calls += 1
         return JudgeReply(content=REPLIES[request.step])
 

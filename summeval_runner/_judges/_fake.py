@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -68,6 +69,9 @@ class FakeJudge(JudgeBase):
         return [request for request in self.requests if request.step == step]
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
+        # A turn of the event loop, as a real judge's reply takes: the items in flight make
+        # their calls side by side, not each one to its end before the next starts.
+        await asyncio.sleep(0)
         if request.step not in STEPS:
             raise JudgeError(f"FakeJudge got an unknown step {request.step!r}")
         position = len(self.requests_for(request.step))
