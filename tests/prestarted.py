@@ -42,6 +42,9 @@ from pathlib import Path
 from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# Forking a run and watching it end needs a pidfd (Linux 5.3 and later); elsewhere each run and
+# command starts as an ordinary process, as before.
+FORKS = hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
 # Messages are small (an argv, a working directory, an environment).
 MESSAGE_BYTES = 1 << 20
 
@@ -294,24 +297,43 @@ class PrestartedApp:
     """A run started by :func:`start`, with the part of ``subprocess.Popen`` the tests use."""
 
     def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self._server = _the_server()
         # Files, not pipes: a run that prints more than a pipe holds never blocks on a test
         # that reads only once it has ended. Closed by communicate().
         self._streams: list[IO[bytes]] = [tempfile.TemporaryFile() for _ in range(2)]  # noqa: SIM115
         # Closed when the object goes, if no test called communicate().
         weakref.finalize(self, _close_all, self._streams)
         self.args = argv
-        self.pid = self._server.start(argv, cwd, env, [f.fileno() for f in self._streams])
         self.returncode: int | None = None
         self._output: tuple[str, str] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        if not FORKS:
+            # Where a process cannot be forked and watched so (no pidfd: not Linux), started
+            # as it is.
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "summeval_runner", *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=self._streams[0],
+                stderr=self._streams[1],
+                cwd=cwd,
+                env=env,
+            )
+            self.pid = self._process.pid
+            return
+        self._server = _the_server()
+        self.pid = self._server.start(argv, cwd, env, [f.fileno() for f in self._streams])
 
     def poll(self) -> int | None:
-        if self.returncode is None:
+        if self._process is not None:
+            self.returncode = self._process.poll()
+        elif self.returncode is None:
             self._server.collect(timeout=0)
             self.returncode = self._server.ended.get(self.pid)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        if self._process is not None:
+            self.returncode = self._process.wait(timeout)
+            return self.returncode
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             left = None if deadline is None else deadline - time.monotonic()
@@ -355,6 +377,8 @@ def commands_path() -> str:
     ...) are served by this process's server, then this interpreter's folder (``python``, other
     installed commands), then the rest of ``PATH``: for a shell script that runs them, as a
     user's shell would after ``pip install``, without paying their imports at each command."""
+    if not FORKS:
+        return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     parts = [_the_server().commands, Path(sys.executable).parent]
     return os.pathsep.join([*map(str, parts), os.environ.get("PATH", "")])
 
