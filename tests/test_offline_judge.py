@@ -18,6 +18,7 @@ from summeval_runner import (
     SummarizationResult,
     create_summarization_scorer,
 )
+from summeval_runner._judges import _text
 
 COUNCIL = (
     "The city council approved a new budget of 1,200 million euros on Tuesday. "
@@ -644,3 +645,23 @@ def test_a_summary_without_content_words_is_judged_not_raised_on_at_any_answer_r
     assert result.status == "scored"
     assert result.analyze_step_result is not None
     assert len(result.analyze_step_result.coverage) == 2
+
+
+def test_the_analyses_kept_stay_within_their_budget_of_characters() -> None:
+    """Before: the last 1,024 analyses were kept whatever their length (about 24 bytes a
+    character each), so long documents had no bound on the memory they held."""
+    recent = _text._RecentAnalyses(budget_chars=10_000)
+    texts = [f"Report {i}. " + "The council met on Tuesday. " * 100 for i in range(20)]
+
+    first = [_text.analyse(text) for text in texts]
+    for text in texts:
+        recent.get((text, True, True), lambda text=text: _text.analyse(text))
+
+    assert recent.held_chars <= 10_000
+    assert 0 < len(recent._held) < len(texts)  # the oldest went out
+    again = texts[-1]
+    assert recent.get((again, True, True), lambda: pytest.fail("analysed again")) is not None
+    huge = "word " * 5_000  # over the whole budget: analysed, not held
+    assert recent.get((huge, True, True), lambda: _text.analyse(huge)).keys
+    assert (huge, True, True) not in recent._held
+    assert [_text.analyse(text) for text in texts] == first  # the same analyses, kept or not
