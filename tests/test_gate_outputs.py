@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from summeval_runner import compare_runs, gate_comparison
+from summeval_runner import GateVerdict, compare_runs, gate_comparison
 from tests.app import summeval_compare
 from tests.test_compare import PLANTED, baseline_scores, make_run
 
@@ -206,6 +206,20 @@ def test_python_gets_the_verdict_the_command_exits_on_and_writes_the_same_files(
     assert verdict.junit_xml() == junit.read_text("utf-8")
     assert verdict.markdown() == summary.read_text("utf-8")
     assert gate_comparison(compare_runs([new], baseline=base)).gated is False
+
+
+def test_a_verdict_built_from_its_fields_writes_the_runs_of_its_comparison(tmp_path: Path) -> None:
+    """GateVerdict is public. Before: the writers read rows that only gate_comparison passed
+    in, so a verdict built from its fields wrote pages and JUnit files with no run."""
+    base = make_run(tmp_path / "base", "base", baseline_scores())
+    comparison = compare_runs([base])
+    made = gate_comparison(comparison)
+
+    built = GateVerdict(comparison, False, None, 0.0, {})
+
+    assert "| base |" in built.markdown()
+    assert built.markdown() == made.markdown()
+    assert built.junit_xml() == made.junit_xml()
 
 
 def test_a_first_night_that_errored_fails_the_gate_with_history(tmp_path: Path) -> None:

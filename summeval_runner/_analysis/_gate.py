@@ -15,6 +15,8 @@ so an id cannot add a link, an image or a table cell to the page.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -54,8 +56,8 @@ class GateVerdict:
     ``gated`` is False when no rule was given (no ``fail_if_drop``, no ``fail_if_below``, no
     ``fail_if_flagged``):
     nothing was checked, and the verdict passes, as ``summeval-compare`` exits 0 without a gate.
-    ``comparison`` is the table the verdict was made on; ``rows``, its rows as typed values,
-    read once, which the findings and the writers use.
+    ``comparison`` is the table the verdict was made on; ``rows``, its rows as typed values
+    (read from it once, on first use), are what the findings and the writers read.
     """
 
     comparison: pd.DataFrame = field(repr=False)
@@ -69,7 +71,11 @@ class GateVerdict:
     below: tuple[BelowThreshold, ...] = ()
     fail_if_flagged: bool = False
     flagged: tuple[FlaggedRun, ...] = ()
-    rows: tuple[ComparedRow, ...] = field(default=(), repr=False)
+
+    @functools.cached_property
+    def rows(self) -> tuple[ComparedRow, ...]:
+        """The comparison's rows as typed values."""
+        return tuple(compared_rows(self.comparison))
 
     @property
     def passed(self) -> bool:
@@ -119,18 +125,12 @@ def gate_comparison(
     if not (math.isfinite(max_error_rate) and 0 <= max_error_rate <= 1):
         raise ConfigError(f"max_error_rate must be between 0 and 1, got {max_error_rate!r}")
     gated = fail_if_drop is not None or bool(floors) or fail_if_flagged
-    rows = tuple(compared_rows(comparison))
     verdict = GateVerdict(
-        comparison,
-        gated,
-        fail_if_drop,
-        max_error_rate,
-        floors,
-        fail_if_flagged=fail_if_flagged,
-        rows=rows,
+        comparison, gated, fail_if_drop, max_error_rate, floors, fail_if_flagged=fail_if_flagged
     )
     if not gated:
         return verdict
+    rows = verdict.rows
     broken = tuple(broken_runs(rows, max_error_rate))
     unpaired: tuple[UnpairedRun, ...] = ()
     dropped: tuple[Regression, ...] = ()
@@ -141,19 +141,13 @@ def gate_comparison(
         dropped = tuple(regressions(rows, fail_if_drop))
     below = tuple(below_thresholds(rows, floors, exclude=exclude)) if floors else ()
     flagged = tuple(flagged_runs(rows, exclude=exclude)) if fail_if_flagged else ()
-    return GateVerdict(
-        comparison,
-        gated,
-        fail_if_drop,
-        max_error_rate,
-        floors,
-        broken,
-        unpaired,
-        dropped,
-        below,
-        fail_if_flagged,
-        flagged,
-        rows,
+    return dataclasses.replace(
+        verdict,
+        broken=broken,
+        unpaired=unpaired,
+        regressions=dropped,
+        below=below,
+        flagged=flagged,
     )
 
 
