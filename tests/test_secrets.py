@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from summeval_runner import ItemResult, run_evals
 from summeval_runner._cli import _app
@@ -418,3 +419,22 @@ def test_an_ordinary_word_in_a_secret_named_variable_is_the_datas_not_a_secret(
         monkeypatch.setenv(name, value)
     assert scrub(f"deploy with {token}, key plainwordsonly") == "deploy with ***, key ***"
     assert scrub("the budget was approved") == "the budget was approved"
+
+
+@pytest.mark.parametrize(
+    "scalar",
+    ["2026-12-07", "2026-12-07T10:00:00", "yes", "0x1f", "1e3", "12:30", "~", "1_000", "abc"],
+)
+def test_the_quick_read_of_hydras_files_sees_a_string_wherever_omegaconf_does(
+    scalar: str,
+) -> None:
+    """Before: libyaml's safe loader read 2026-12-07 as a date where OmegaConf reads a string,
+    so the quick check for secrets did not look inside it."""
+    from omegaconf import OmegaConf
+
+    from summeval_runner._cli._callbacks import _QuickLoader
+
+    quick = yaml.load(f"a: {scalar}\n", Loader=_QuickLoader)["a"]
+    read = OmegaConf.to_container(OmegaConf.create(f"a: {scalar}\n"))["a"]  # type: ignore[index]
+
+    assert isinstance(quick, str) or not isinstance(read, str)

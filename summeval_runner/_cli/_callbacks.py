@@ -113,6 +113,17 @@ def _scrubbed(value: Any) -> Any:
     return scrub(redact(value)) if isinstance(value, str) else value
 
 
+class _QuickLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader, less the timestamp resolver, as OmegaConf's loader: a value such
+    as 2026-12-07 is a string, and checked, where a safe loader would read a date."""
+
+
+_QuickLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def scrub_config_file(path: Path) -> None:
     """Rewrite one of Hydra's YAML files with its secrets removed, if it holds any.
 
@@ -122,11 +133,12 @@ def scrub_config_file(path: Path) -> None:
     if not path.is_file():
         return
     # Most files hold no secret: read first with libyaml's safe loader, ten times faster than
-    # OmegaConf's. Its scalars are strings wherever OmegaConf's are (OmegaConf only reads more
-    # of them as floats), so every string a secret could be in is checked. The file is read
-    # again the OmegaConf way, and rewritten, only where something is to be scrubbed.
+    # OmegaConf's. _QuickLoader's scalars are strings wherever OmegaConf's are (OmegaConf only
+    # reads more of them as floats), so every string a secret could be in is checked. The
+    # file is read again the OmegaConf way, and rewritten, only where something is to be
+    # scrubbed.
     text = path.read_text(encoding="utf-8")
-    quick = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    quick = yaml.load(text, Loader=_QuickLoader)
     if _scrubbed(quick) == quick:
         return
     values = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
