@@ -185,17 +185,12 @@ class AgreeConfig:
     agreement: AgreementConfig = field(default_factory=AgreementConfig)
 
 
-# The ConfigStores registered into, by id: turning the dataclasses into OmegaConf's structured
-# configs takes tens of milliseconds, and a process that runs the app again (a test, a sweep
-# launched in-process) finds them there already.
-_REGISTERED: set[int] = set()
-
-
 def register_configs(store: ConfigStore) -> None:
     """Register the schemas that ``configs/config.yaml`` (``summeval-run``) and
-    ``configs/agree.yaml`` (``summeval-agree``) build on, once per store."""
-    if id(store) in _REGISTERED:
-        return
-    store.store(name="base_config", node=AppConfig)
-    store.store(name="agree_base_config", node=AgreeConfig)
-    _REGISTERED.add(id(store))
+    ``configs/agree.yaml`` (``summeval-agree``) build on, where ``store`` does not hold them
+    yet: turning the dataclasses into OmegaConf's structured configs takes tens of
+    milliseconds, and a process that runs the app again (a test, a sweep launched in-process)
+    finds them there already."""
+    for name, node in (("base_config", AppConfig), ("agree_base_config", AgreeConfig)):
+        if f"{name}.yaml" not in store.repo:
+            store.store(name=name, node=node)
