@@ -321,11 +321,12 @@ def test_a_connection_closed_unanswered_is_tried_once_when_the_run_owns_retries(
         hanging_up.start()
         google = judge(server, base_url=f"http://127.0.0.1:{listening.getsockname()[1]}")
 
-        with pytest.raises(JudgeAPIError):
-            asyncio.run(google.complete(a_request()))
-
-        listening.shutdown(socket.SHUT_RDWR)  # wakes the accept() above
-        hanging_up.join()
+        try:
+            with pytest.raises(JudgeAPIError):
+                asyncio.run(google.complete(a_request()))
+        finally:
+            listening.shutdown(socket.SHUT_RDWR)  # wakes the accept() above, pass or fail
+            hanging_up.join()
 
     assert len(accepted) == 1
 
