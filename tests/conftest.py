@@ -1,10 +1,24 @@
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
 
 from tests.chat_server import ChatServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests start, however the suite was started.
+
+    The tests send SIGINT to processes they start and expect what a terminal's Ctrl-C does. A
+    process inherits an ignored SIGINT, and a non-interactive shell ignores it in its background
+    jobs (``pytest &`` in a script): every process the suite started would then ignore Ctrl-C,
+    and a Ctrl-C test would wait out its timeout and fail. (Python resets its own handler to the
+    default in a child; only "ignored" is passed on.)
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
