@@ -664,4 +664,11 @@ def test_the_analyses_kept_stay_within_their_budget_of_characters() -> None:
     huge = "word " * 5_000  # over the whole budget: analysed, not held
     assert recent.get((huge, True, True), lambda: _text.analyse(huge)).keys
     assert (huge, True, True) not in recent._held
-    assert [_text.analyse(text) for text in texts] == first  # the same analyses, kept or not
+    # What is kept is given as worked out afresh, and for the options it was worked out with.
+    fresh = [_text._analysed(text, lexicon=True, numbers=True) for text in texts]
+    assert [_text.analyse(text) for text in texts] == first == fresh
+    counted = "The council spent 2 million euros on Tuesday."
+    assert _text.analyse(counted).keys != _text.analyse(counted, numbers=False).keys
+    assert _text.analyse(counted, numbers=False) == _text._analysed(
+        counted, lexicon=True, numbers=False
+    )
