@@ -32,15 +32,16 @@ def _one(data_path: str, kept: bool) -> None:
         {"id": f"{r['doc_id']}-{r['system_id']}", "input": r["source"], "output": r["summary"]}
         for r in rows
     ]
-    started = time.perf_counter()
-    result = run_evals_sync(
-        data=data,
-        scorers=[create_summarization_scorer("offline")],
-        cache="off",
-        progress=False,
-        output_dir=Path(tempfile.mkdtemp()) / "run",
-    )
-    seconds = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as scratch:
+        started = time.perf_counter()
+        result = run_evals_sync(
+            data=data,
+            scorers=[create_summarization_scorer("offline")],
+            cache="off",
+            progress=False,
+            output_dir=Path(scratch) / "run",
+        )
+        seconds = time.perf_counter() - started
     scores = [item.results["summarization-scorer"].score for item in result.items]
     sources = len({r["source"] for r in rows})
     shown = {"seconds": seconds, "scores": scores, "items": len(rows), "sources": sources}
